@@ -1,0 +1,30 @@
+# Everything goes through the project's virtualenv; the first use creates it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: venv test bench bench-throughput clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# The whole suite, integration tests with real clients included (benchmarks are skipped).
+test: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -q
+
+# The main job.
+bench: $(STAMP)
+	$(PY) -m bench smoke
+
+# Broker throughput benchmarks (pytest-benchmark), recorded in README.
+bench-throughput: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks --benchmark-only --benchmark-columns=median,min,max,rounds -q
+
+clean:
+	rm -rf $(VENV) results/*/ .pytest_cache

@@ -1,0 +1,1 @@
+"""The harness: cluster launcher, scenarios, runner, checkers, aggregation, report."""

@@ -1,0 +1,327 @@
+"""Cluster launcher: a controller and N brokers as OS processes on 127.0.0.1.
+
+`Cluster.start()` waits until every broker is registered and unfenced, then
+writes DIR/cluster.json (bootstrap, and id/host/port/pid of every process);
+`Cluster.load(DIR)` gives the same object back from another process, so
+`stop` works from the CLI. Processes are stopped by PID only, and a PID is
+only signalled if it is still the process this launcher started (its command
+line names this cluster's directory).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import psutil
+
+from systems.core.rpc import RpcError, RpcUnavailable, call_sync
+
+SYSTEMS = ("replication", "shared")
+HOST = "127.0.0.1"
+
+
+class ClusterError(Exception):
+    """The cluster could not be started or reached; the message says why."""
+
+
+@dataclass
+class Proc:
+    id: int
+    host: str
+    port: int
+    pid: int
+    log: str
+    cmd: list[str] = field(default_factory=list)
+
+
+def _tail(path: str, n: int = 20) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _alive(pid: int, marker: str) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and marker in " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _signal_and_wait(pid: int, marker: str, grace: float) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; only if pid is still ours."""
+    if not _alive(pid, marker):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _alive(pid, marker):
+            _reap(pid)
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid, marker):
+        time.sleep(0.05)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+class Cluster:
+    def __init__(self, system: str, brokers: int, directory: str, config: dict | None = None,
+                 controller_config: dict | None = None):
+        if system not in SYSTEMS:
+            raise ClusterError(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
+        if system == "shared":
+            try:
+                import systems.shared.backend  # noqa: F401
+            except ImportError:
+                raise ClusterError("the shared-storage system is not available yet in this build "
+                                   "(systems/shared/backend.py is missing)") from None
+        if brokers < 1:
+            raise ClusterError("a cluster needs at least one broker")
+        self.system = system
+        self.n_brokers = brokers
+        self.dir = os.path.abspath(directory)
+        self.config = dict(config or {})
+        self.controller_config = dict(controller_config or {})
+        self.controller: Proc | None = None
+        self.brokers: dict[int, Proc] = {}
+
+    # -- paths ----------------------------------------------------------------
+    @property
+    def logs_dir(self) -> str:
+        return os.path.join(self.dir, "logs")
+
+    @property
+    def state_path(self) -> str:
+        return os.path.join(self.dir, "cluster.json")
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{p.host}:{p.port}" for _, p in sorted(self.brokers.items()))
+
+    # -- process control --------------------------------------------------------
+    def _spawn(self, name: str, args: list[str], port_file: str, timeout: float) -> tuple[int, int, str]:
+        os.makedirs(self.logs_dir, exist_ok=True)
+        log_path = os.path.join(self.logs_dir, f"{name}.log")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        with open(log_path, "ab") as logf:
+            proc = subprocess.Popen([sys.executable, "-m", *args], stdout=logf, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, cwd=self.dir, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(port_file):
+            if proc.poll() is not None:
+                raise ClusterError(f"{name} exited with code {proc.returncode} during start-up; "
+                                   f"last lines of {log_path}:\n{_tail(log_path)}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise ClusterError(f"{name} did not start listening within {timeout:.0f}s; "
+                                   f"last lines of {log_path}:\n{_tail(log_path)}")
+            time.sleep(0.05)
+        with open(port_file) as f:
+            port = int(f.read())
+        return proc.pid, port, log_path
+
+    def _controller_args(self, port: int = 0) -> list[str]:
+        d = os.path.join(self.dir, "controller")
+        args = ["systems.core.controller", "--dir", d, "--host", HOST, "--port", str(port),
+                "--port-file", os.path.join(self.dir, "run", "controller.port"),
+                "--config", json.dumps({**self.config, **self.controller_config})]
+        for ext in self._controller_extensions():
+            args += ["--extension", ext]
+        return args
+
+    def _controller_extensions(self) -> list[str]:
+        mod = f"systems.{self.system}.controller"
+        try:
+            __import__(mod)
+        except ImportError:
+            return []
+        return [mod]
+
+    def _broker_args(self, bid: int, port: int = 0) -> list[str]:
+        return ["systems.core.broker", "--id", str(bid), "--system", self.system,
+                "--dir", os.path.join(self.dir, f"broker-{bid}"), "--controller",
+                f"{self.controller.host}:{self.controller.port}", "--host", HOST, "--port", str(port),
+                "--port-file", os.path.join(self.dir, "run", f"broker-{bid}.port"),
+                "--config", json.dumps(self.config)]
+
+    def start(self, timeout: float = 60.0) -> "Cluster":
+        if os.path.exists(self.state_path):
+            other = Cluster.load(self.dir)
+            if any(other.status()["processes"].values()):
+                raise ClusterError(f"a cluster is already running in {self.dir}; stop it first")
+        os.makedirs(os.path.join(self.dir, "run"), exist_ok=True)
+        try:
+            self.start_controller(timeout)
+            for bid in range(1, self.n_brokers + 1):
+                self.start_broker(bid, timeout=timeout, wait=False)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_controller(self, timeout: float = 60.0, port: int = 0) -> Proc:
+        args = self._controller_args(port)
+        pid, port, log_path = self._spawn("controller", args, os.path.join(self.dir, "run", "controller.port"),
+                                          timeout)
+        self.controller = Proc(0, HOST, port, pid, log_path, args)
+        self.save()
+        return self.controller
+
+    def start_broker(self, bid: int, timeout: float = 60.0, wait: bool = True, port: int = 0) -> Proc:
+        args = self._broker_args(bid, port)
+        pid, port, log_path = self._spawn(f"broker-{bid}", args, os.path.join(self.dir, "run", f"broker-{bid}.port"),
+                                          timeout)
+        self.brokers[bid] = Proc(bid, HOST, port, pid, log_path, args)
+        self.save()
+        if wait:
+            self.wait_ready(timeout, [bid])
+        return self.brokers[bid]
+
+    def describe(self) -> dict:
+        return call_sync(self.controller.host, self.controller.port, "describe", timeout=5)
+
+    def wait_ready(self, timeout: float = 60.0, ids: list[int] | None = None) -> None:
+        """Wait until the given brokers (default: all) are registered and unfenced."""
+        ids = list(self.brokers) if ids is None else ids
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            try:
+                d = self.describe()
+                state = {b["id"]: b for b in d["brokers"]}
+                missing = [i for i in ids if i not in state or state[i]["fenced"]
+                           or state[i]["port"] != self.brokers[i].port]
+                if not missing:
+                    return
+                last = f"brokers not serving yet: {missing}"
+            except (RpcUnavailable, RpcError, OSError) as e:
+                last = f"controller not answering: {e}"
+            for i in ids:
+                p = self.brokers[i]
+                if not _alive(p.pid, self.dir):
+                    raise ClusterError(f"broker {i} died during start-up; last lines of {p.log}:\n{_tail(p.log)}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
+            time.sleep(0.1)
+
+    def kill_broker(self, bid: int, sig: int = signal.SIGKILL) -> None:
+        p = self.brokers[bid]
+        if _alive(p.pid, self.dir):
+            os.kill(p.pid, sig)
+            if sig == signal.SIGKILL:
+                _wait_gone(p.pid, self.dir)
+
+    def restart_broker(self, bid: int, timeout: float = 60.0) -> Proc:
+        """Start a stopped broker again on its old port (clients keep their bootstrap list)."""
+        old = self.brokers[bid]
+        if _alive(old.pid, self.dir):
+            raise ClusterError(f"broker {bid} is still running (pid {old.pid})")
+        return self.start_broker(bid, timeout=timeout, port=old.port)
+
+    def kill_controller(self, sig: int = signal.SIGKILL) -> None:
+        if _alive(self.controller.pid, self.dir):
+            os.kill(self.controller.pid, sig)
+            _wait_gone(self.controller.pid, self.dir)
+
+    def restart_controller(self, timeout: float = 60.0) -> Proc:
+        if _alive(self.controller.pid, self.dir):
+            raise ClusterError("controller is still running")
+        return self.start_controller(timeout, port=self.controller.port)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop every process (brokers first); safe to repeat."""
+        for p in list(self.brokers.values()):
+            _signal_and_wait(p.pid, self.dir, grace)
+        if self.controller is not None:
+            _signal_and_wait(self.controller.pid, self.dir, grace)
+        for p in self.extra_processes():
+            _signal_and_wait(p.pid, self.dir, grace)
+
+    def extra_processes(self) -> list[Proc]:
+        """Processes besides controller and brokers (e.g. an embedded object store)."""
+        return []
+
+    def status(self) -> dict:
+        procs = {}
+        if self.controller is not None:
+            procs["controller"] = _alive(self.controller.pid, self.dir)
+        for bid, p in sorted(self.brokers.items()):
+            procs[f"broker-{bid}"] = _alive(p.pid, self.dir)
+        out = {"processes": procs}
+        if procs.get("controller"):
+            try:
+                out["controller"] = self.describe()
+            except (RpcUnavailable, RpcError, OSError) as e:
+                out["controller_error"] = str(e)
+        return out
+
+    # -- persistence ------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"system": self.system, "dir": self.dir, "bootstrap": self.bootstrap, "config": self.config,
+                "controller_config": self.controller_config, "n_brokers": self.n_brokers,
+                "controller": asdict(self.controller) if self.controller else None,
+                "brokers": [asdict(p) for _, p in sorted(self.brokers.items())]}
+
+    def save(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.to_dict(), f, indent=2)
+        os.replace(tmp, self.state_path)
+
+    @classmethod
+    def load(cls, directory: str) -> "Cluster":
+        path = os.path.join(os.path.abspath(directory), "cluster.json")
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster.json in {directory}: nothing was started there") from None
+        c = cls.__new__(cls)
+        c.system, c.dir, c.n_brokers = d["system"], d["dir"], d["n_brokers"]
+        c.config, c.controller_config = d["config"], d.get("controller_config", {})
+        c.controller = Proc(**d["controller"]) if d["controller"] else None
+        c.brokers = {p["id"]: Proc(**p) for p in d["brokers"]}
+        return c
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _wait_gone(pid: int, marker: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _alive(pid, marker):
+            return
+        time.sleep(0.02)

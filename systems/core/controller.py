@@ -1,0 +1,373 @@
+"""The controller process: a single-node, KRaft-like metadata quorum.
+
+It owns the durable metadata log, registers brokers, fences those that stop
+heartbeating, elects partition leaders, and executes the admin operations that
+brokers forward to it. Brokers learn every change by following the log.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import re
+import signal
+import time
+import uuid
+
+from . import errors
+from .config import TOPIC_CONFIGS, as_bool, resolve
+from .metadata import MetadataImage, PartitionInfo
+from .metalog import MetadataLog
+from .rpc import RpcError, RpcServer
+
+log = logging.getLogger("controller")
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK = 1000
+
+
+class Controller:
+    def __init__(self, data_dir: str, config: dict | None = None):
+        self.dir = data_dir
+        os.makedirs(data_dir, exist_ok=True)
+        self.config = resolve(config)
+        self.metalog = MetadataLog(os.path.join(data_dir, "metadata.log"))
+        self.image = MetadataImage()
+        for off, rec in enumerate(self.metalog.records):
+            self.image.apply(off, rec)
+        cid_path = os.path.join(data_dir, "cluster_id")
+        if not os.path.exists(cid_path):
+            with open(cid_path, "w") as f:
+                f.write(uuid.uuid4().hex[:22])
+        with open(cid_path) as f:
+            self.cluster_id = f.read().strip()
+        # Liveness is not durable: after a restart every unfenced broker gets a
+        # fresh session before it can be fenced.
+        now = time.monotonic()
+        self.last_seen: dict[int, float] = {b: now for b in self.image.brokers}
+        self._new_records = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self.handlers = {
+            "register_broker": self.register_broker,
+            "heartbeat": self.heartbeat,
+            "fetch_metadata": self.fetch_metadata,
+            "create_topics": self.create_topics,
+            "delete_topics": self.delete_topics,
+            "alloc_producer_ids": self.alloc_producer_ids,
+            "alter_configs": self.alter_configs,
+            "describe": self.describe,
+        }
+        self.extensions = []
+        log.info("controller replayed %d metadata records", self.metalog.end_offset)
+
+    # -- log --------------------------------------------------------------
+    def commit(self, recs: list[dict]) -> int:
+        """Append records durably and apply them; returns last offset."""
+        if not recs:
+            return self.metalog.end_offset - 1
+        start = self.metalog.end_offset
+        last = self.metalog.append(recs)
+        for i, r in enumerate(recs):
+            self.image.apply(start + i, r)
+            for ext in self.extensions:
+                ext.on_record(start + i, r)
+        self._new_records.set()
+        self._new_records = asyncio.Event()
+        return last
+
+    # -- elections ----------------------------------------------------------
+    def is_live(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and not b.fenced
+
+    def unclean_allowed(self, topic: str) -> bool:
+        return as_bool(self.image.topic_config(topic, "unclean.leader.election.enable",
+                                               self.config["unclean.leader.election.enable"]))
+
+    def elect(self, p: PartitionInfo, exclude: set[int] = frozenset(), isr: list[int] | None = None) -> dict:
+        """Leader election for one partition as Kafka does it: the first replica
+        (in replica order) that is in the ISR and alive; with unclean election
+        enabled, any live replica; otherwise no leader (-1)."""
+        isr = list(p.isr if isr is None else isr)
+        candidates = [r for r in p.target_replicas + [r for r in p.replicas if r in p.removing]
+                      if r in isr and self.is_live(r) and r not in exclude]
+        change: dict = {}
+        if candidates:
+            leader = candidates[0]
+        elif self.unclean_allowed(p.topic):
+            live = [r for r in p.replicas if self.is_live(r) and r not in exclude]
+            leader = live[0] if live else -1
+            if leader >= 0:
+                isr = [leader]
+                log.warning("unclean leader election for %s-%d: %d", p.topic, p.partition, leader)
+        else:
+            leader = -1
+        if isr != p.isr:
+            change["isr"] = isr
+        if leader != p.leader:
+            change["leader"] = leader
+            change["leader_epoch"] = p.leader_epoch + 1
+        if change:
+            change["partition_epoch"] = p.partition_epoch + 1
+        return change
+
+    def partition_change(self, p: PartitionInfo, change: dict) -> dict | None:
+        if not change:
+            return None
+        return {"type": "partition_change", "topic_id": p.topic_id, "partition": p.partition, **change}
+
+    def on_broker_fenced(self, broker_id: int) -> list[dict]:
+        recs = []
+        for ti in self.image.topics.values():
+            for p in ti.partitions.values():
+                if broker_id not in p.replicas:
+                    continue
+                isr = p.isr
+                # KRaft keeps the last ISR member even when it is fenced, so
+                # the partition can come back with its data (leader -1 meanwhile).
+                if broker_id in isr and len(isr) > 1:
+                    isr = [r for r in isr if r != broker_id]
+                if p.leader == broker_id or isr != p.isr:
+                    rec = self.partition_change(p, self.elect(p, exclude={broker_id}, isr=isr))
+                    if rec:
+                        recs.append(rec)
+        return recs
+
+    def on_broker_unfenced(self, broker_id: int) -> list[dict]:
+        recs = []
+        for ti in self.image.topics.values():
+            for p in ti.partitions.values():
+                if p.leader == -1 and broker_id in p.replicas:
+                    rec = self.partition_change(p, self.elect(p))
+                    if rec:
+                        recs.append(rec)
+        return recs
+
+    async def fence_loop(self):
+        while True:
+            await asyncio.sleep(0.1)
+            timeout = self.config["broker.session.timeout.ms"] / 1000
+            now = time.monotonic()
+            async with self._lock:
+                for b in list(self.image.brokers.values()):
+                    if not b.fenced and now - self.last_seen.get(b.id, now) > timeout:
+                        log.warning("fencing broker %d: no heartbeat for %.1fs", b.id, now - self.last_seen[b.id])
+                        self.fence(b.id)
+
+    def fence(self, broker_id: int) -> None:
+        b = self.image.brokers[broker_id]
+        self.commit([{"type": "fence_broker", "id": broker_id, "epoch": b.epoch}])
+        self.commit(self.on_broker_fenced(broker_id))
+
+    # -- broker lifecycle ---------------------------------------------------
+    async def register_broker(self, id: int, host: str, port: int, rack=None):
+        async with self._lock:
+            old = self.image.brokers.get(id)
+            recs = []
+            if old is not None and not old.fenced:
+                # A restarted broker: fence its old incarnation first.
+                recs = [{"type": "fence_broker", "id": id, "epoch": old.epoch}]
+                self.commit(recs)
+                self.commit(self.on_broker_fenced(id))
+            epoch = self.metalog.end_offset
+            self.commit([{"type": "register_broker", "id": id, "host": host, "port": port, "rack": rack,
+                          "epoch": epoch}])
+            self.last_seen[id] = time.monotonic()
+            log.info("registered broker %d at %s:%d epoch %d", id, host, port, epoch)
+            return {"epoch": epoch, "cluster_id": self.cluster_id}
+
+    async def heartbeat(self, id: int, epoch: int, metadata_offset: int):
+        b = self.image.brokers.get(id)
+        if b is None or b.epoch != epoch:
+            raise RpcError(f"stale broker epoch {epoch} for broker {id}", errors.STALE_BROKER_EPOCH)
+        self.last_seen[id] = time.monotonic()
+        if b.fenced and metadata_offset >= epoch:
+            async with self._lock:
+                if self.image.brokers[id].fenced and self.image.brokers[id].epoch == epoch:
+                    self.commit([{"type": "unfence_broker", "id": id, "epoch": epoch}])
+                    self.commit(self.on_broker_unfenced(id))
+                    log.info("unfenced broker %d", id)
+        return {"fenced": self.image.brokers[id].fenced}
+
+    async def fetch_metadata(self, from_offset: int, max_wait_ms: int = 500, max_records: int = 5000):
+        if from_offset >= self.metalog.end_offset and max_wait_ms > 0:
+            ev = self._new_records
+            try:
+                await asyncio.wait_for(ev.wait(), max_wait_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+        recs = self.metalog.records[from_offset:from_offset + max_records]
+        return {"from": from_offset, "records": recs, "end_offset": self.metalog.end_offset}
+
+    async def describe(self):
+        return {"cluster_id": self.cluster_id, "end_offset": self.metalog.end_offset,
+                "brokers": [{"id": b.id, "host": b.host, "port": b.port, "fenced": b.fenced, "epoch": b.epoch}
+                            for b in sorted(self.image.brokers.values(), key=lambda b: b.id)]}
+
+    async def alloc_producer_ids(self, broker_id: int):
+        async with self._lock:
+            first = self.image.next_producer_id
+            self.commit([{"type": "producer_ids", "broker": broker_id, "next": first + PRODUCER_ID_BLOCK}])
+            return {"first": first, "count": PRODUCER_ID_BLOCK}
+
+    # -- topics -------------------------------------------------------------
+    def _validate_topic(self, t: dict) -> tuple[int, str] | None:
+        name = t["name"]
+        if not name or len(name) > 249 or name in (".", "..") or not _TOPIC_RE.match(name):
+            return errors.INVALID_TOPIC, f"Topic name {name!r} is illegal: it must be 1-249 of [a-zA-Z0-9._-]"
+        if name in self.image.topics:
+            return errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        for k in (t.get("configs") or {}):
+            if k not in TOPIC_CONFIGS:
+                return errors.INVALID_CONFIG, f"Unknown topic config name: {k}"
+        return None
+
+    def plan_assignment(self, t: dict) -> tuple[list[list[int]] | None, tuple[int, str] | None]:
+        live = [b.id for b in self.image.live_brokers()]
+        if t.get("assignments"):
+            if t.get("num_partitions", -1) != -1 or t.get("replication_factor", -1) != -1:
+                return None, (errors.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                              "replicasAssignments were set. Both cannot be used at the same time.")
+            by_index = {}
+            for a in t["assignments"]:
+                by_index[a["partition"]] = list(a["brokers"])
+            if sorted(by_index) != list(range(len(by_index))):
+                return None, (errors.INVALID_REPLICA_ASSIGNMENT, "Partitions should be 0..n-1 without gaps")
+            plan = [by_index[i] for i in range(len(by_index))]
+            sizes = {len(r) for r in plan}
+            for i, reps in enumerate(plan):
+                if not reps:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Partition {i} has no replicas")
+                if len(set(reps)) != len(reps):
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers in partition {i}: {reps}")
+                unknown = [r for r in reps if r not in self.image.brokers]
+                if unknown:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker ids {unknown} for partition {i}")
+            if len(sizes) != 1:
+                return None, (errors.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas")
+            return plan, None
+        n = t.get("num_partitions", -1)
+        rf = t.get("replication_factor", -1)
+        n = self.config["num.partitions"] if n == -1 else n
+        rf = self.config["default.replication.factor"] if rf == -1 else rf
+        if n <= 0:
+            return None, (errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if rf <= 0:
+            return None, (errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if rf > len(live):
+            return None, (errors.INVALID_REPLICATION_FACTOR,
+                          f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                          f"{rf} cannot be reached because only {len(live)} broker(s) are registered.")
+        start = len(self.image.topics) % len(live)
+        return [[live[(start + i + j) % len(live)] for j in range(rf)] for i in range(n)], None
+
+    async def create_topics(self, topics: list[dict], validate_only: bool = False):
+        results = []
+        async with self._lock:
+            for t in topics:
+                err = self._validate_topic(t)
+                plan = None
+                if err is None:
+                    plan, err = self.plan_assignment(t)
+                if err is not None:
+                    results.append({"name": t["name"], "error_code": err[0], "error_message": err[1]})
+                    continue
+                topic_id = str(uuid.uuid4())
+                res = {"name": t["name"], "error_code": 0, "error_message": None, "topic_id": topic_id,
+                       "num_partitions": len(plan), "replication_factor": len(plan[0])}
+                results.append(res)
+                if validate_only:
+                    continue
+                recs = [{"type": "topic", "name": t["name"], "topic_id": topic_id, "configs": t.get("configs") or {}}]
+                for i, reps in enumerate(plan):
+                    isr = [r for r in reps if self.is_live(r)] or list(reps)
+                    leader = next((r for r in reps if self.is_live(r)), -1)
+                    recs.append({"type": "partition", "topic_id": topic_id, "partition": i, "replicas": reps,
+                                 "isr": isr, "leader": leader, "leader_epoch": 0, "partition_epoch": 0})
+                self.commit(recs)
+                for ext in self.extensions:
+                    self.commit(ext.on_topic_created(topic_id))
+                log.info("created topic %s (%s) with %d partitions", t["name"], topic_id, len(plan))
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
+    async def delete_topics(self, names: list[str] | None = None, topic_ids: list[str] | None = None):
+        results = []
+        async with self._lock:
+            for name in names or []:
+                ti = self.image.topics.get(name)
+                if ti is None:
+                    results.append({"name": name, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                    "error_message": "This server does not host this topic-partition."})
+                    continue
+                self.commit([{"type": "remove_topic", "topic_id": ti.topic_id}])
+                results.append({"name": name, "topic_id": ti.topic_id, "error_code": 0})
+            for tid in topic_ids or []:
+                ti = self.image.topics_by_id.get(tid)
+                if ti is None:
+                    results.append({"name": None, "topic_id": tid, "error_code": errors.UNKNOWN_TOPIC_ID,
+                                    "error_message": "This server does not host this topic ID."})
+                    continue
+                self.commit([{"type": "remove_topic", "topic_id": tid}])
+                results.append({"name": ti.name, "topic_id": tid, "error_code": 0})
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
+    async def alter_configs(self, changes: list[dict]):
+        """changes: [{resource, key, value (None deletes)}]; resource is a topic
+        name or "broker:<id>" / "broker:" for the cluster-wide default."""
+        results = []
+        async with self._lock:
+            recs = []
+            for c in changes:
+                res = c["resource"]
+                if not res.startswith("broker:") and res not in self.image.topics:
+                    results.append({"resource": res, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                    "error_message": f"Topic {res} does not exist"})
+                    continue
+                recs.append({"type": "config", "resource": res, "key": c["key"], "value": c.get("value")})
+                results.append({"resource": res, "error_code": 0})
+            self.commit(recs)
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
+
+async def amain(args) -> None:
+    overrides = json.loads(args.config) if args.config else {}
+    ctl = Controller(args.dir, overrides)
+    for mod in args.extension or []:
+        importlib.import_module(mod).extend_controller(ctl)
+    server = RpcServer(ctl.handlers)
+    port = await server.start(args.host, args.port)
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(port))
+        os.replace(tmp, args.port_file)
+    log.info("controller listening on %s:%d", args.host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(s, stop.set)
+    fencer = asyncio.create_task(ctl.fence_loop())
+    await stop.wait()
+    fencer.cancel()
+    await server.stop()
+    ctl.metalog.close()
+    log.info("controller stopped")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description="metadata controller")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file")
+    p.add_argument("--config", help="JSON object of settings")
+    p.add_argument("--extension", action="append", help="module with extend_controller(ctl)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Segmented on-disk partition log with a per-batch offset index.
+
+Layout of one partition directory:
+  <base:020d>.log    record batches, as stored by the producer (offsets stamped)
+  <base:020d>.index  20-byte entries per batch: relative base offset (i32),
+                     last offset delta (i32), position (i32), max timestamp (i64)
+The index is written lazily (every `index_flush_batches` appends and on roll and
+close); on open, whatever the index misses is rebuilt by scanning the log tail,
+and a torn tail (from kill -9 mid-write) is truncated at the last whole batch with
+a good CRC, as Kafka's log recovery does.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import struct
+from array import array
+
+from . import records
+
+log = logging.getLogger(__name__)
+_IDX = struct.Struct(">iiiq")
+IDX_SIZE = _IDX.size
+
+
+class Segment:
+    def __init__(self, directory: str, base_offset: int):
+        self.base = base_offset
+        stem = os.path.join(directory, f"{base_offset:020d}")
+        self.log_path = stem + ".log"
+        self.index_path = stem + ".index"
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.bases = array("q")
+        self.lasts = array("q")
+        self.positions = array("q")
+        self.max_ts = array("q")
+        self._index_written = 0  # entries already in the .index file
+        self._load_index()
+
+    # -- recovery ---------------------------------------------------------
+    def _load_index(self) -> None:
+        try:
+            with open(self.index_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = b""
+        for i in range(len(raw) // IDX_SIZE):
+            rel, lod, pos, mts = _IDX.unpack_from(raw, i * IDX_SIZE)
+            self.bases.append(self.base + rel)
+            self.lasts.append(self.base + rel + lod)
+            self.positions.append(pos)
+            self.max_ts.append(mts)
+        # Drop index entries that point past the log (log lost its tail).
+        while self.positions and self.positions[-1] >= self.size:
+            self._pop()
+        self._index_written = len(self.positions)
+        if self.positions:
+            # The last indexed batch must be whole; re-scan from it.
+            start = self.positions[-1]
+            self._pop()
+            self._index_written = len(self.positions)
+        else:
+            start = 0
+        self._recover_from(start)
+
+    def _pop(self) -> None:
+        self.bases.pop()
+        self.lasts.pop()
+        self.positions.pop()
+        self.max_ts.pop()
+
+    def _recover_from(self, start: int) -> None:
+        pos = start
+        chunk = 8 << 20
+        while pos < self.size:
+            buf = os.pread(self.fd, min(chunk, self.size - pos), pos)
+            if len(buf) < records.HEADER_SIZE:
+                break
+            advanced = False
+            for rel, h in records.iter_batches(buf):
+                if not records.check_crc(buf, rel, h):
+                    log.warning("%s: CRC mismatch at %d, truncating", self.log_path, pos + rel)
+                    self._truncate_file(pos + rel)
+                    return
+                self._index(h.base_offset, h.last_offset, pos + rel, h.max_timestamp)
+                end = rel + h.length
+                advanced = True
+            if not advanced:
+                # A batch bigger than the chunk: read it whole.
+                base, blen = struct.unpack_from(">qi", buf, 0)
+                total = blen + records.LOG_OVERHEAD
+                if blen < 49 or pos + total > self.size:
+                    break
+                buf = os.pread(self.fd, total, pos)
+                h = records.parse_header(buf)
+                if not records.check_crc(buf, 0, h):
+                    break
+                self._index(h.base_offset, h.last_offset, pos, h.max_timestamp)
+                pos += total
+                continue
+            pos += end
+        if pos < self.size:
+            log.warning("%s: torn tail at %d (size %d), truncating", self.log_path, pos, self.size)
+            self._truncate_file(pos)
+
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        self.size = size
+
+    # -- writes -----------------------------------------------------------
+    def _index(self, base: int, last: int, pos: int, max_ts: int) -> None:
+        self.bases.append(base)
+        self.lasts.append(last)
+        self.positions.append(pos)
+        self.max_ts.append(max_ts)
+
+    def append(self, parts: list, base: int, last: int, max_ts: int) -> None:
+        pos = self.size
+        want = sum(len(p) for p in parts)
+        n = os.pwritev(self.fd, parts, pos)
+        if n != want:
+            # A short write leaves a torn batch; cut it so the log stays whole.
+            os.ftruncate(self.fd, pos)
+            raise OSError(f"short write to {self.log_path} ({n} of {want} bytes)")
+        self.size += n
+        self._index(base, last, pos, max_ts)
+
+    def flush_index(self) -> None:
+        n = len(self.positions)
+        if n == self._index_written:
+            return
+        out = bytearray((n - self._index_written) * IDX_SIZE)
+        for j, i in enumerate(range(self._index_written, n)):
+            _IDX.pack_into(out, j * IDX_SIZE, self.bases[i] - self.base, self.lasts[i] - self.bases[i],
+                           self.positions[i], self.max_ts[i])
+        with open(self.index_path, "ab") as f:
+            f.write(out)
+        self._index_written = n
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose base offset is >= offset."""
+        i = bisect.bisect_left(self.bases, offset)
+        if i == len(self.bases):
+            return
+        self._truncate_file(self.positions[i])
+        del self.bases[i:], self.lasts[i:], self.positions[i:], self.max_ts[i:]
+        keep = min(self._index_written, i)
+        with open(self.index_path, "r+b" if os.path.exists(self.index_path) else "wb") as f:
+            f.truncate(keep * IDX_SIZE)
+        self._index_written = keep
+
+    # -- reads ------------------------------------------------------------
+    def batch_end(self, i: int) -> int:
+        return self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+
+    def read(self, offset: int, max_bytes: int, below: int) -> bytes | None:
+        """Whole batches from the one holding `offset`, with base offset < below.
+
+        At least one batch is returned even if larger than max_bytes (KIP-74),
+        so a consumer can always make progress.
+        """
+        i = bisect.bisect_left(self.lasts, offset)
+        if i >= len(self.bases) or self.bases[i] >= below:
+            return None
+        start = self.positions[i]
+        j = i
+        end = self.batch_end(i)
+        while j + 1 < len(self.bases) and self.bases[j + 1] < below:
+            nxt = self.batch_end(j + 1)
+            if nxt - start > max_bytes:
+                break
+            j += 1
+            end = nxt
+        return os.pread(self.fd, end - start, start)
+
+    @property
+    def next_offset(self) -> int:
+        return self.lasts[-1] + 1 if self.lasts else self.base
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.flush_index()
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete_files(self) -> None:
+        self.close()
+        for p in (self.log_path, self.index_path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+class LocalLog:
+    """One partition's log on local disk."""
+
+    def __init__(self, directory: str, segment_bytes: int = 128 << 20, index_flush_batches: int = 256):
+        self.dir = directory
+        self.segment_bytes = segment_bytes
+        self.index_flush_batches = index_flush_batches
+        os.makedirs(directory, exist_ok=True)
+        bases = sorted(int(f[:-4]) for f in os.listdir(directory) if f.endswith(".log"))
+        self.segments: list[Segment] = [Segment(directory, b) for b in bases] or [Segment(directory, 0)]
+        self._seg_bases = [s.base for s in self.segments]
+        self._unflushed = 0
+        self.log_start_offset = self.segments[0].bases[0] if self.segments[0].bases else self.segments[0].base
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def append(self, parts: list, base: int, last: int, max_ts: int) -> None:
+        """Append one batch (given as buffers to write back to back) whose offsets
+        are already stamped; base must be the log end offset."""
+        active = self.segments[-1]
+        if active.size > 0 and active.size + sum(len(p) for p in parts) > self.segment_bytes:
+            active.flush_index()
+            active = Segment(self.dir, base)
+            self.segments.append(active)
+            self._seg_bases.append(base)
+        active.append(parts, base, last, max_ts)
+        self._unflushed += 1
+        if self._unflushed >= self.index_flush_batches:
+            active.flush_index()
+            self._unflushed = 0
+
+    def read(self, offset: int, max_bytes: int, below: int) -> bytes:
+        """Record batches starting at `offset`, only those wholly below `below` (the HW)."""
+        i = max(0, bisect.bisect_right(self._seg_bases, offset) - 1)
+        while i < len(self.segments):
+            data = self.segments[i].read(offset, max_bytes, below)
+            if data is not None:
+                return data
+            i += 1
+        return b""
+
+    def batches(self, start_offset: int = 0):
+        """Yield header of each batch from start_offset on (for state rebuilds)."""
+        for s in self.segments:
+            if s.next_offset <= start_offset:
+                continue
+            i = bisect.bisect_left(s.lasts, start_offset)
+            for k in range(i, len(s.positions)):
+                yield records.parse_header(os.pread(s.fd, records.HEADER_SIZE, s.positions[k]))
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """First batch whose max timestamp >= ts: (base offset, max timestamp)."""
+        for s in self.segments:
+            for i in range(len(s.bases)):
+                if s.max_ts[i] >= ts:
+                    return s.bases[i], s.max_ts[i]
+        return None
+
+    def truncate_to(self, offset: int) -> None:
+        while len(self.segments) > 1 and self.segments[-1].base >= offset:
+            self.segments.pop().delete_files()
+            self._seg_bases.pop()
+        self.segments[-1].truncate_to(offset)
+
+    def flush(self) -> None:
+        for s in self.segments:
+            s.flush_index()
+        self._unflushed = 0
+
+    def close(self) -> None:
+        for s in self.segments:
+            s.close()
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
