@@ -16,8 +16,12 @@ import signal
 import time
 import uuid
 
-from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-                                  DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse)
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+                                  CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+                                  DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse,
+                                  DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+                                  IncrementalAlterConfigsResponse, ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
@@ -25,6 +29,7 @@ from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdRespon
 
 from . import errors
 from .config import resolve
+from .events import EventLog
 from .metadata import MetadataImage, PartitionInfo
 from .rpc import RpcClient, RpcError, RpcUnavailable
 from .server import KafkaServer
@@ -79,6 +84,7 @@ class Broker:
         self.cluster_id = None
         self.port_file = port_file
         self.server = KafkaServer(self.config["socket.request.max.bytes"])
+        self.events = EventLog(os.path.join(data_dir, "events.jsonl"), broker_id)
         self.backend: Backend = backend_cls(self)
         self._offset_waiters: list[tuple[int, asyncio.Future]] = []
         self._pid_next = 0
@@ -98,6 +104,10 @@ class Broker:
         s.register(DeleteTopicsRequest, 1, 6, self.handle_delete_topics)
         s.register(InitProducerIdRequest, 0, 5, self.handle_init_producer_id)
         s.register(DescribeClusterRequest, 0, 1, self.handle_describe_cluster)
+        s.register(AlterPartitionReassignmentsRequest, 0, 0, self.handle_alter_reassignments)
+        s.register(ListPartitionReassignmentsRequest, 0, 0, self.handle_list_reassignments)
+        s.register(IncrementalAlterConfigsRequest, 0, 1, self.handle_incremental_alter_configs)
+        s.register(DescribeConfigsRequest, 1, 4, self.handle_describe_configs)
 
     async def start(self) -> None:
         self.port = await self.server.start(self.host, self.port)
@@ -454,6 +464,106 @@ class Broker:
             R.DeletableTopicResult(name=r.get("name"), topic_id=uuid.UUID(r["topic_id"]) if r.get("topic_id") else None,
                                    error_code=r["error_code"], error_message=r.get("error_message"))
             for r in results])
+
+    async def handle_alter_reassignments(self, req, header, conn):
+        R = AlterPartitionReassignmentsResponse
+        items = [{"topic": t.name, "partition": p.partition_index,
+                  "replicas": list(p.replicas) if p.replicas is not None else None}
+                 for t in req.topics for p in t.partitions]
+        try:
+            res = await self.forward("alter_reassignments", partitions=items)
+            results = res["results"]
+        except (RpcUnavailable, RpcError) as e:
+            return R(version=header.request_api_version, throttle_time_ms=0, error_code=errors.REQUEST_TIMED_OUT,
+                     error_message=str(e), responses=[])
+        by_topic: dict[str, list] = {}
+        for r in results:
+            by_topic.setdefault(r["topic"], []).append(R.ReassignableTopicResponse.ReassignablePartitionResponse(
+                partition_index=r["partition"], error_code=r["error_code"], error_message=r["error_message"]))
+        return R(version=header.request_api_version, throttle_time_ms=0, error_code=0, error_message=None,
+                 responses=[R.ReassignableTopicResponse(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    async def handle_list_reassignments(self, req, header, conn):
+        R = ListPartitionReassignmentsResponse
+        wanted = None
+        if req.topics is not None:
+            wanted = {(t.name, i) for t in req.topics for i in t.partition_indexes}
+        by_topic: dict[str, list] = {}
+        for ti in sorted(self.image.topics.values(), key=lambda t: t.name):
+            for p in sorted(ti.partitions.values(), key=lambda p: p.partition):
+                if not p.reassigning or (wanted is not None and (ti.name, p.partition) not in wanted):
+                    continue
+                by_topic.setdefault(ti.name, []).append(R.OngoingTopicReassignment.OngoingPartitionReassignment(
+                    partition_index=p.partition, replicas=list(p.replicas), adding_replicas=list(p.adding),
+                    removing_replicas=list(p.removing)))
+        return R(version=0, throttle_time_ms=0, error_code=0, error_message=None,
+                 topics=[R.OngoingTopicReassignment(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    async def handle_incremental_alter_configs(self, req, header, conn):
+        """Topic (type 2) and broker (type 4) configs; SET (0) and DELETE (1)."""
+        R = IncrementalAlterConfigsResponse
+        out, changes, index = [], [], []
+        for res in req.resources:
+            err, msg = errors.NONE, None
+            if res.resource_type == 2:
+                resource = res.resource_name
+            elif res.resource_type == 4:
+                resource = f"broker:{res.resource_name}"
+            else:
+                err, msg = errors.INVALID_REQUEST, f"resource type {res.resource_type} not supported"
+            mine = []
+            for c in res.configs if err == errors.NONE else []:
+                if c.config_operation not in (0, 1):
+                    err, msg = errors.INVALID_REQUEST, "only SET and DELETE config operations are supported"
+                    break
+                mine.append({"resource": resource, "key": c.name,
+                             "value": c.value if c.config_operation == 0 else None})
+            out.append([err, msg, res.resource_type, res.resource_name])
+            if err == errors.NONE and not req.validate_only:
+                index.append((len(out) - 1, len(mine)))
+                changes += mine
+        if changes:
+            try:
+                results = (await self.forward("alter_configs", changes=changes))["results"]
+                pos = 0
+                for i, n in index:
+                    bad = [r for r in results[pos:pos + n] if r["error_code"]]
+                    if bad:
+                        out[i][0], out[i][1] = bad[0]["error_code"], bad[0].get("error_message")
+                    pos += n
+            except (RpcUnavailable, RpcError) as e:
+                for i, _ in index:
+                    out[i][0], out[i][1] = errors.REQUEST_TIMED_OUT, str(e)
+        return R(version=header.request_api_version, throttle_time_ms=0, responses=[
+            R.AlterConfigsResourceResponse(error_code=e, error_message=m, resource_type=t, resource_name=n)
+            for e, m, t, n in out])
+
+    async def handle_describe_configs(self, req, header, conn):
+        R = DescribeConfigsResponse
+        results = []
+        for res in req.resources:
+            err, msg, entries = errors.NONE, None, {}
+            if res.resource_type == 2:
+                ti = self.image.topics.get(res.resource_name)
+                if ti is None:
+                    err, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+                else:
+                    entries = {**ti.configs, **self.image.configs.get(ti.name, {})}
+            elif res.resource_type == 4:
+                entries = {k: v for k, v in self.config.items() if v is not None}
+                entries.update(self.image.configs.get("broker:", {}))
+                entries.update(self.image.configs.get(f"broker:{res.resource_name}", {}))
+            else:
+                err, msg = errors.INVALID_REQUEST, f"resource type {res.resource_type} not supported"
+            keys = res.configuration_keys
+            results.append(R.DescribeConfigsResult(
+                error_code=err, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name,
+                configs=[R.DescribeConfigsResult.DescribeConfigsResourceResult(
+                    name=k, value=str(v).lower() if isinstance(v, bool) else str(v), read_only=False,
+                    config_source=1, is_default=False, is_sensitive=False, synonyms=[], config_type=0,
+                    documentation=None)
+                    for k, v in sorted(entries.items()) if keys is None or k in keys]))
+        return R(version=header.request_api_version, throttle_time_ms=0, results=results)
 
     # -- producers ----------------------------------------------------------
     async def handle_init_producer_id(self, req, header, conn):

@@ -19,6 +19,7 @@ import uuid
 
 from . import errors
 from .config import TOPIC_CONFIGS, as_bool, resolve
+from .events import EventLog
 from .metadata import MetadataImage, PartitionInfo
 from .metalog import MetadataLog
 from .rpc import RpcError, RpcServer
@@ -28,12 +29,36 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK = 1000
 
 
+class ControllerExtension:
+    """Hooks a storage design adds to the controller (registered by a module's
+    `extend_controller(ctl)` function, named with --extension)."""
+
+    def on_record(self, offset: int, rec: dict) -> None:
+        """Every committed record, after it is applied to the image."""
+
+    def on_topic_created(self, topic_id: str) -> list[dict]:
+        """Extra records to commit for a new topic."""
+        return []
+
+    def validate_reassignment(self, p: PartitionInfo, target: list[int]) -> tuple[int, str] | None:
+        return None
+
+    def reassign(self, p: PartitionInfo, target: list[int] | None) -> list[dict]:
+        """Records that start (or, for target None, cancel) a reassignment."""
+        raise NotImplementedError
+
+    def reassignment_pending(self, p: PartitionInfo) -> bool:
+        """A move in progress that is not visible as adding/removing replicas."""
+        return False
+
+
 class Controller:
     def __init__(self, data_dir: str, config: dict | None = None):
         self.dir = data_dir
         os.makedirs(data_dir, exist_ok=True)
         self.config = resolve(config)
         self.metalog = MetadataLog(os.path.join(data_dir, "metadata.log"))
+        self.events = EventLog(os.path.join(data_dir, "events.jsonl"), "controller")
         self.image = MetadataImage()
         for off, rec in enumerate(self.metalog.records):
             self.image.apply(off, rec)
@@ -57,10 +82,19 @@ class Controller:
             "delete_topics": self.delete_topics,
             "alloc_producer_ids": self.alloc_producer_ids,
             "alter_configs": self.alter_configs,
+            "alter_reassignments": self.alter_reassignments,
             "describe": self.describe,
         }
-        self.extensions = []
+        # Storage designs extend the controller (see ControllerExtension); the
+        # one with `reassign` set executes partition reassignments.
+        self.extensions: list[ControllerExtension] = []
         log.info("controller replayed %d metadata records", self.metalog.end_offset)
+
+    def start_extensions(self) -> None:
+        """Replay the log into extensions registered after construction."""
+        for off, rec in enumerate(self.metalog.records):
+            for ext in self.extensions:
+                ext.on_record(off, rec)
 
     # -- log --------------------------------------------------------------
     def commit(self, recs: list[dict]) -> int:
@@ -313,6 +347,40 @@ class Controller:
                 results.append({"name": ti.name, "topic_id": tid, "error_code": 0})
         return {"results": results, "offset": self.metalog.end_offset - 1}
 
+    async def alter_reassignments(self, partitions: list[dict]):
+        """KIP-455 entry point. partitions: [{topic, partition, replicas (None cancels)}].
+        Validation is common to all systems; execution belongs to the system's extension."""
+        ext = next((e for e in self.extensions if type(e).reassign is not ControllerExtension.reassign), None)
+        results = []
+        async with self._lock:
+            for item in partitions:
+                topic, idx, target = item["topic"], item["partition"], item.get("replicas")
+                res = {"topic": topic, "partition": idx, "error_code": 0, "error_message": None}
+                results.append(res)
+                p = self.image.partition(topic, idx)
+                err = None
+                if p is None:
+                    err = (errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unknown topic or partition {topic}-{idx}")
+                elif ext is None:
+                    err = (errors.INVALID_REQUEST, "this system does not support reassignment")
+                elif target is None:
+                    if not p.reassigning and not ext.reassignment_pending(p):
+                        err = (errors.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {topic}-{idx}")
+                elif not target:
+                    err = (errors.INVALID_REPLICA_ASSIGNMENT, "The replica list must not be empty")
+                elif len(set(target)) != len(target):
+                    err = (errors.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replicas in {target}")
+                elif any(b not in self.image.brokers for b in target):
+                    unknown = [b for b in target if b not in self.image.brokers]
+                    err = (errors.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker id(s) {unknown} in {target}")
+                else:
+                    err = ext.validate_reassignment(p, target)
+                if err is not None:
+                    res["error_code"], res["error_message"] = err
+                    continue
+                self.commit(ext.reassign(p, target))
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
     async def alter_configs(self, changes: list[dict]):
         """changes: [{resource, key, value (None deletes)}]; resource is a topic
         name or "broker:<id>" / "broker:" for the cluster-wide default."""
@@ -336,6 +404,7 @@ async def amain(args) -> None:
     ctl = Controller(args.dir, overrides)
     for mod in args.extension or []:
         importlib.import_module(mod).extend_controller(ctl)
+    ctl.start_extensions()
     server = RpcServer(ctl.handlers)
     port = await server.start(args.host, args.port)
     if args.port_file:
