@@ -141,8 +141,8 @@ class Segment:
         self._index_written = n
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch whose base offset is >= offset."""
-        i = bisect.bisect_left(self.bases, offset)
+        """Remove every batch holding an offset >= offset (whole batches, as Kafka)."""
+        i = bisect.bisect_left(self.lasts, offset)
         if i == len(self.bases):
             return
         self._truncate_file(self.positions[i])

@@ -31,6 +31,7 @@ class Partition:
         self._seq = itertools.count()
         self._data_waiters: set[asyncio.Future] = set()
         self.closed = False
+        self.leading = False  # set by on_metadata, never from the constructor's view
 
     # -- identity -----------------------------------------------------------
     @property
@@ -43,7 +44,7 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.info.leader == self.broker_id and not self.closed
+        return self.leading and not self.closed
 
     @property
     def log_start_offset(self) -> int:
@@ -55,7 +56,25 @@ class Partition:
 
     def on_metadata(self, info: PartitionInfo) -> None:
         """A new metadata view of this partition (leader/ISR/replicas changed)."""
+        old_epoch = self.info.leader_epoch
         self.info = info
+        leading = info.leader == self.broker_id
+        if leading and (not self.leading or info.leader_epoch != old_epoch):
+            self.leading = True
+            self.become_leader()
+        elif not leading and self.leading:
+            self.leading = False
+            self.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
+            self.become_follower()
+        elif not leading:
+            self.become_follower()
+
+    def become_leader(self) -> None:
+        """Leader-only replica: all it holds is committed."""
+        self.advance_hw(self.log_end_offset)
+
+    def become_follower(self) -> None:
+        """Not the leader (or no leader at all): backends start following here."""
 
     def check_epoch(self, current_leader_epoch: int) -> int:
         """KIP-320 fencing of clients with a stale or future leader epoch."""

@@ -151,7 +151,7 @@ class KafkaServer:
             log.warning("closing %s: unsupported api key %d (UNSUPPORTED_VERSION)", conn.peer, api_key)
             return False
         if not api.min_version <= version <= api.max_version:
-            if api_key == ApiVersionsRequest.API_KEY and len(frame) >= 12:
+            if api_key == ApiVersionsRequest.API_KEY:
                 cid, = _SIZE.unpack_from(frame, 4)
                 return _done(self._api_versions_unsupported(cid))
             log.warning("closing %s: %s v%d not supported (v%d-%d), UNSUPPORTED_VERSION", conn.peer,

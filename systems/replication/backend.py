@@ -11,18 +11,6 @@ from systems.core.metadata import PartitionInfo
 from systems.core.partition import Partition
 
 
-class LocalPartition(Partition):
-    def on_metadata(self, info: PartitionInfo) -> None:
-        was_leader = self.is_leader
-        super().on_metadata(info)
-        if self.is_leader and not was_leader:
-            # Sole in-sync replica: all it holds is committed.
-            self.advance_hw(self.log_end_offset)
-        elif was_leader and not self.is_leader:
-            from systems.core import errors
-            self.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
-
-
 class ReplicationBackend(Backend):
     name = "replication"
 
@@ -42,7 +30,7 @@ class ReplicationBackend(Backend):
             with open(meta, "w") as f:
                 json.dump({"topic_id": info.topic_id}, f)
         store = LocalLog(d, segment_bytes=int(self.broker.config["log.segment.bytes"]))
-        return LocalPartition(self.broker.id, info, store)
+        return Partition(self.broker.id, info, store)
 
 
 BACKEND = ReplicationBackend

@@ -164,9 +164,10 @@ class SeaweedServer:
     @property
     def endpoint(self) -> str:
         """'host:port' of the S3 API (no scheme), as minio.Minio and S3Config expect."""
-        if "s3" not in self.ports:
-            raise SeaweedError("server not started: no S3 port yet")
-        return f"{self.host}:{self.ports['s3']}"
+        port = self.ports.get("s3") or self._requested_s3_port
+        if not port:
+            raise SeaweedError("server not started: its S3 port is chosen at start()")
+        return f"{self.host}:{port}"
 
     def is_running(self) -> bool:
         proc = self._proc
@@ -256,6 +257,7 @@ class SeaweedServer:
         with self._lock:
             if self.is_running():
                 return self
+            self._stop_locked()  # a previous run that died on its own: reap it, free its ports
             binary = self.weed_binary or find_weed_binary()
             for sub in ("logs", "tmp"):
                 (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -266,16 +268,22 @@ class SeaweedServer:
             attempts = 1 if self._requested_s3_port else 3
             for attempt in range(1, attempts + 1):
                 self._choose_ports()
-                self._spawn(binary)
                 try:
+                    self._spawn(binary)
                     self._wait_ready(deadline)
                     return self
-                except SeaweedError as e:
+                except SeaweedError:
                     self._stop_locked()
-                    port_clash = "address already in use" in self._log_tail().lower()
+                    tail = self._log_tail().lower()
+                    # weed checks its ports first ("port N ... is not available"); a later bind
+                    # race shows up as Go's "address already in use".
+                    port_clash = "address already in use" in tail or "is not available" in tail
                     if attempt < attempts and port_clash and time.monotonic() < deadline:
                         continue
-                    raise e
+                    raise
+                except BaseException:  # incl. KeyboardInterrupt: never leave weed running
+                    self._stop_locked()
+                    raise
             raise AssertionError("unreachable")
 
     def _spawn(self, binary: Path) -> None:
@@ -339,6 +347,7 @@ class SeaweedServer:
     def _stop_locked(self, timeout: float = _STOP_TERM_GRACE_S) -> None:
         proc = self._proc
         if proc is None:
+            self._release_my_ports()
             return
         pid = proc.pid
         # Until the leader is reaped its PID (= our process group id) cannot be reused, so

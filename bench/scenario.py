@@ -1,0 +1,713 @@
+"""Scenario model: what system to build, what load to apply, what to do to it, what to check.
+
+A scenario is a YAML file validated into frozen pydantic models. Unknown fields are rejected
+(a typo must never silently fall back to a default), and every error names the file and the dotted
+path of the bad field, e.g. ``reassign-one.yaml: workload.produce_rate_msgs_per_s: must be > 0``.
+Dotted paths are the same ones ``--set`` and ``matrix`` use; list items are addressed by index
+(``actions.0.to``).
+
+Conventions the runner relies on:
+
+* Brokers are numbered ``1..system.brokers``; ``add_broker_and_rebalance`` adds the next free id
+  (or ``broker`` if given) — see :meth:`Scenario.added_broker_ids`.
+* An action's ``action_id`` (used in history events) is its 0-based index in ``actions``; actions
+  are listed in time order.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import typing
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import yaml
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+MiB = 1024 * 1024
+
+
+class ScenarioError(ValueError):
+    """Invalid scenario. ``errors`` holds ``(dotted_path, reason)`` pairs; the message has one
+    ``<file>: <path>: <reason>`` line per error."""
+
+    def __init__(self, message: str, errors: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
+
+
+# --------------------------------------------------------------------------------------------
+# Byte sizes
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(value: Any) -> Any:
+    """``4096``, ``"4KiB"``, ``"1.5 GiB"``, ``"100MB"`` -> int bytes. Binary (KiB) and decimal (KB)
+    units are both accepted and mean what they say; bare ``k``/``m`` are rejected as ambiguous."""
+    if isinstance(value, bool):
+        raise ValueError("must be a byte size like 4096 or '64MiB'")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"must be a whole number of bytes, got {value}")
+        return int(value)
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m and m.group(2).lower() in _UNITS:
+            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if not n.is_integer():
+                raise ValueError(f"must be a whole number of bytes, got {value!r}")
+            return int(n)
+        raise ValueError(f"must be a byte size like 4096 or '64MiB', got {value!r}")
+    return value  # let the int validator produce its usual type error
+
+
+def format_bytes(n: int) -> str:
+    """Shortest exact binary-unit spelling: 67108864 -> '64MiB', 1000 -> '1000B'."""
+    for unit, mult in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return f"{n}B"
+
+
+# Strict numbers: YAML gives typed scalars, so a bool or a quoted string in a numeric field is a
+# mistake, not something to coerce.
+Int = Annotated[int, Field(strict=True)]
+Float = Annotated[float, Field(strict=True)]
+Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(strict=True)]
+BrokerId = Annotated[int, Field(strict=True, ge=1)]
+
+
+def _as_config_str(value: Any) -> Any:
+    # Broker configs are strings on the wire; YAML turns `true`/`1048576` into bool/int.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+ConfigValue = Annotated[str, BeforeValidator(_as_config_str)]
+
+
+def _err(where: str, reason: str) -> PydanticCustomError:
+    """A validation error whose path is ``<validator location>.<where>``."""
+    return PydanticCustomError("scenario", "{where}: {reason}", {"where": where, "reason": reason})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+SystemKind = Literal["replication", "shared"]
+
+
+class System(_Model):
+    kind: SystemKind
+    brokers: Annotated[int, Field(strict=True, ge=1)]
+    # Cap on inter-broker replication traffic during a move (replication system only).
+    replication_throttle_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
+    # Cap on object-storage bandwidth (shared system only); None = unthrottled.
+    objstore_bandwidth_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
+    wal_batch_interval_ms: Annotated[Float, Field(gt=0)] = 250
+    wal_upload_threshold_bytes: Annotated[Bytes, Field(gt=0)] = 64 * MiB
+    extra: dict[str, ConfigValue] = Field(default_factory=dict)  # raw broker configs
+
+
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class Topic(_Model):
+    name: str
+    partitions: Annotated[int, Field(strict=True, ge=1)]
+    replication_factor: Annotated[int, Field(strict=True, ge=1)] = 1
+
+    @field_validator("name")
+    @classmethod
+    def _legal_name(cls, v: str) -> str:
+        # Kafka's own rule (InvalidTopicException otherwise).
+        if not _TOPIC_RE.match(v) or v in (".", ".."):
+            raise ValueError("must be 1-249 characters of [A-Za-z0-9._-] (Kafka topic name rules)")
+        return v
+
+
+ShapeKind = Literal["steady", "ramp", "burst"]
+_SHAPE_PARAMS = {
+    "steady": (),
+    "ramp": ("ramp_s",),
+    "burst": ("burst_every_s", "burst_factor", "burst_s"),
+}
+
+
+class Shape(_Model):
+    """Load shape. ``ramp``: rate rises linearly from 0 to the target over ``ramp_s``.
+    ``burst``: every ``burst_every_s`` the rate is multiplied by ``burst_factor`` for ``burst_s``."""
+
+    kind: ShapeKind = "steady"
+    ramp_s: Optional[Annotated[Float, Field(gt=0)]] = None
+    burst_every_s: Optional[Annotated[Float, Field(gt=0)]] = None
+    burst_factor: Optional[Annotated[Float, Field(gt=1)]] = None
+    burst_s: Optional[Annotated[Float, Field(gt=0)]] = None
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> Shape:
+        wanted = _SHAPE_PARAMS[self.kind]
+        for p in ("ramp_s", "burst_every_s", "burst_factor", "burst_s"):
+            given = getattr(self, p) is not None
+            if p in wanted and not given:
+                raise _err(p, f"required for shape kind {self.kind}")
+            if p not in wanted and given:
+                raise _err(p, f"only applies to shape kind {'ramp' if p == 'ramp_s' else 'burst'}")
+        if self.kind == "burst" and self.burst_s >= self.burst_every_s:
+            raise _err("burst_s", f"must be < burst_every_s ({self.burst_every_s})")
+        return self
+
+
+class Workload(_Model):
+    topics: Annotated[list[Topic], Field(min_length=1)]
+    message_bytes: Annotated[Bytes, Field(gt=0)]
+    key_distribution: Literal["none", "uniform", "zipf"] = "none"
+    produce_rate_msgs_per_s: Annotated[Float, Field(gt=0)]
+    producers: Annotated[int, Field(strict=True, ge=1)] = 1
+    duration_s: Annotated[Float, Field(gt=0)]
+    shape: Shape = Field(default_factory=Shape)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        seen: dict[str, int] = {}
+        for i, t in enumerate(self.topics):
+            if t.name in seen:
+                raise _err(f"topics.{i}.name", f"duplicate topic {t.name!r} (also topics.{seen[t.name]})")
+            seen[t.name] = i
+        if self.shape.kind == "ramp" and self.shape.ramp_s > self.duration_s:
+            raise _err("shape.ramp_s", f"must be <= duration_s ({self.duration_s})")
+        return self
+
+    def topic(self, name: str) -> Topic | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+
+class Prefill(_Model):
+    """Data written to each partition before the workload starts (the bytes a copy must move)."""
+
+    bytes_per_partition: Annotated[Bytes, Field(ge=0)] = 0
+    topics: Optional[list[str]] = None  # default: every workload topic
+
+
+ActionKind = Literal[
+    "reassign", "move_set", "add_broker_and_rebalance", "drain_broker", "kill_broker", "restart_broker"
+]
+MOVE_ACTIONS = frozenset({"reassign", "move_set", "add_broker_and_rebalance", "drain_broker"})
+
+# Per action kind: fields that must be set, and fields that may be set (besides at_s and kind).
+_ACTION_REQUIRED: dict[str, frozenset[str]] = {
+    "reassign": frozenset({"topic", "partition", "to"}),
+    "move_set": frozenset({"partitions"}),
+    "add_broker_and_rebalance": frozenset(),
+    "drain_broker": frozenset({"broker"}),
+    "kill_broker": frozenset({"broker"}),
+    "restart_broker": frozenset({"broker"}),
+}
+_ACTION_OPTIONAL: dict[str, frozenset[str]] = {
+    "add_broker_and_rebalance": frozenset({"broker"}),  # default: next free id
+    "drain_broker": frozenset({"to"}),  # default: every other broker
+}
+_ACTION_FIELDS = ("topic", "partition", "to", "broker", "partitions")
+
+
+class PartitionMove(_Model):
+    """One entry of a ``move_set``. ``replicas`` is accepted for ``to`` so entries can be pasted
+    from a kafka-reassign-partitions plan."""
+
+    topic: str
+    partition: Annotated[int, Field(strict=True, ge=0)]
+    to: Annotated[list[BrokerId], Field(min_length=1, validation_alias=AliasChoices("to", "replicas"))]
+
+
+class Action(_Model):
+    at_s: Annotated[Float, Field(ge=0)]
+    kind: ActionKind
+    topic: Optional[str] = None
+    partition: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
+    to: Optional[Annotated[list[BrokerId], Field(min_length=1)]] = None
+    broker: Optional[BrokerId] = None
+    partitions: Optional[Annotated[list[PartitionMove], Field(min_length=1)]] = None
+
+    @model_validator(mode="after")
+    def _fields_match_kind(self) -> Action:
+        required = _ACTION_REQUIRED[self.kind]
+        allowed = required | _ACTION_OPTIONAL.get(self.kind, frozenset())
+        for f in _ACTION_FIELDS:
+            given = getattr(self, f) is not None
+            if f in required and not given:
+                raise _err(f, f"required for action kind {self.kind}")
+            if f not in allowed and given:
+                raise _err(f, f"not used by action kind {self.kind}")
+        return self
+
+    def moves(self) -> list[PartitionMove]:
+        """Explicit partition moves of this action (reassign / move_set); empty otherwise."""
+        if self.kind == "reassign":
+            return [PartitionMove(topic=self.topic, partition=self.partition, to=self.to)]
+        return list(self.partitions or ())
+
+
+class Checks(_Model):
+    safety: bool = True  # lost writes, duplicates, reordering: always checked
+    max_move_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
+    max_unavailable_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
+
+    @field_validator("safety")
+    @classmethod
+    def _always(cls, v: bool) -> bool:
+        if v is not True:
+            raise ValueError("safety checks cannot be disabled")
+        return v
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class Scenario(_Model):
+    name: str
+    description: str = ""
+    system: System
+    workload: Workload
+    prefill: Prefill = Field(default_factory=Prefill)
+    actions: list[Action] = Field(default_factory=list)
+    checks: Checks = Field(default_factory=Checks)
+    # dotted path -> values; expand() runs the cartesian product.
+    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _file_safe(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must start with a letter or digit and use only [A-Za-z0-9._-]")
+        return v
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_keys(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key in v:
+            head = key.split(".", 1)[0]
+            if head in ("name", "matrix") or head not in cls.model_fields:
+                raise _err(key, f"matrix key must be a dotted path into "
+                                f"{', '.join(f for f in cls.model_fields if f not in ('name', 'matrix'))}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Scenario:
+        wl, system = self.workload, self.system
+        for i, t in enumerate(wl.topics):
+            if t.replication_factor > system.brokers:
+                raise _err(f"workload.topics.{i}.replication_factor",
+                           f"{t.replication_factor} exceeds system.brokers ({system.brokers})")
+        for i, name in enumerate(self.prefill.topics or ()):
+            if wl.topic(name) is None:
+                raise _err(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
+
+        exists = set(range(1, system.brokers + 1))
+        dead: set[int] = set()
+        prev_at = 0.0
+        added = self.added_broker_ids()
+        max_rf = max(t.replication_factor for t in wl.topics)
+
+        def check_move(path: str, topic: str, partition: int, to: list[int]) -> None:
+            t = wl.topic(topic)
+            if t is None:
+                raise _err(f"{path}.topic", f"unknown topic {topic!r} (not in workload.topics)")
+            if partition >= t.partitions:
+                raise _err(f"{path}.partition",
+                           f"topic {topic!r} has partitions 0..{t.partitions - 1}, not {partition}")
+            missing = [b for b in to if b not in exists]
+            if missing:
+                raise _err(f"{path}.to", f"broker {missing[0]} does not exist (brokers: {sorted(exists)})")
+            if len(set(to)) != len(to):
+                raise _err(f"{path}.to", "lists a broker more than once")
+            if system.kind == "shared" and len(to) != 1:
+                raise _err(f"{path}.to", "shared system: a partition is owned by exactly one broker; "
+                                         f"give one target broker, not {len(to)}")
+
+        for i, a in enumerate(self.actions):
+            p = f"actions.{i}"
+            if a.at_s >= wl.duration_s:
+                raise _err(f"{p}.at_s", f"must be < workload.duration_s ({wl.duration_s})")
+            if a.at_s < prev_at:
+                raise _err(f"{p}.at_s", f"actions must be listed in time order ({a.at_s} < {prev_at})")
+            prev_at = a.at_s
+            if a.kind == "reassign":
+                check_move(p, a.topic, a.partition, a.to)
+            elif a.kind == "move_set":
+                seen: set[tuple[str, int]] = set()
+                for j, m in enumerate(a.partitions):
+                    check_move(f"{p}.partitions.{j}", m.topic, m.partition, m.to)
+                    if (m.topic, m.partition) in seen:
+                        raise _err(f"{p}.partitions.{j}", f"{m.topic}-{m.partition} is moved twice")
+                    seen.add((m.topic, m.partition))
+            elif a.kind == "add_broker_and_rebalance":
+                new = added[i]
+                if new in exists:
+                    raise _err(f"{p}.broker", f"broker {new} already exists")
+                exists.add(new)
+            else:  # actions naming one existing broker
+                if a.broker not in exists:
+                    raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")
+                if a.kind == "kill_broker":
+                    if a.broker in dead:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is already dead")
+                    dead.add(a.broker)
+                elif a.kind == "restart_broker":
+                    if a.broker not in dead:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is not dead (kill it first)")
+                    dead.discard(a.broker)
+                elif a.kind == "drain_broker":
+                    targets = a.to if a.to is not None else sorted(exists - {a.broker})
+                    for b in targets:
+                        if b not in exists:
+                            raise _err(f"{p}.to", f"broker {b} does not exist (brokers: {sorted(exists)})")
+                    if a.broker in targets:
+                        raise _err(f"{p}.to", f"cannot drain broker {a.broker} onto itself")
+                    if len(set(targets)) < max_rf:
+                        raise _err(f"{p}.to", f"{len(set(targets))} target broker(s) cannot hold "
+                                              f"replication factor {max_rf}")
+        resolved = self.resolved()
+        for key in self.matrix:
+            missing = _missing_segment(resolved, _split_path(key))
+            if missing is not None:
+                raise _err(f"matrix.{key}", f"no field {missing!r} in the scenario")
+        return self
+
+    # -- helpers for the runner --------------------------------------------------------------
+
+    def initial_broker_ids(self) -> list[int]:
+        return list(range(1, self.system.brokers + 1))
+
+    def added_broker_ids(self) -> dict[int, int]:
+        """action index -> id of the broker that add_broker_and_rebalance action starts."""
+        out: dict[int, int] = {}
+        next_id = self.system.brokers + 1
+        for i, a in enumerate(self.actions):
+            if a.kind == "add_broker_and_rebalance":
+                out[i] = a.broker if a.broker is not None else next_id
+                next_id = max(next_id, out[i] + 1)
+        return out
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) of the workload."""
+        return [(t.name, p) for t in self.workload.topics for p in range(t.partitions)]
+
+    def prefill_topics(self) -> list[str]:
+        if self.prefill.topics is not None:
+            return list(self.prefill.topics)
+        return [t.name for t in self.workload.topics]
+
+    def resolved(self) -> dict[str, Any]:
+        """Plain dict with every default filled in (what a run stores next to its history)."""
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.resolved(), sort_keys=False, default_flow_style=None, width=100)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading, overrides, errors
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (PyYAML silently keeps the last one)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+# Free-form maps: the rest of a dotted path is one key (Kafka config names contain dots).
+_MAP_FIELDS = (("system", "extra"), ("matrix",))
+
+
+def _split_path(path: str) -> list[str]:
+    parts = path.split(".")
+    for prefix in _MAP_FIELDS:
+        n = len(prefix)
+        if tuple(parts[:n]) == prefix and len(parts) > n:
+            return [*parts[:n], ".".join(parts[n:])]
+    return parts
+
+
+def _missing_segment(data: Any, parts: Sequence[str]) -> str | None:
+    """First segment of ``parts`` that does not exist in a resolved scenario dict, else None.
+    New keys are allowed at the end of a free-form map (``system.extra.<config>``)."""
+    node = data
+    for depth, part in enumerate(parts):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, dict) and tuple(parts[:depth]) in _MAP_FIELDS and depth == len(parts) - 1:
+            return None
+        else:
+            return ".".join(parts[: depth + 1])
+    return None
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``value`` at dotted ``path`` in a raw scenario dict (creating missing mappings).
+    Numeric segments index lists. Raises ``KeyError`` with a reason on a bad path."""
+    parts = _split_path(path)
+    if not path or any(p == "" for p in parts):
+        raise KeyError("empty path segment")
+    node: Any = data
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        here = ".".join(parts[:depth]) or "<top>"
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise KeyError(f"{here} is a list of {len(node)}; {part!r} is not an index into it")
+            idx: Any = int(part)
+        elif isinstance(node, dict):
+            idx = part
+        else:
+            raise KeyError(f"{here} is a {type(node).__name__}, not a section")
+        if last:
+            node[idx] = value
+        else:
+            if isinstance(node, dict) and node.get(idx) is None:
+                node[idx] = {}
+            node = node[idx]
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The model class a validation error location points into (for 'allowed fields' hints)."""
+
+    def inner_model(tp: Any) -> type[BaseModel] | None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return tp
+        for arg in typing.get_args(tp):
+            found = inner_model(arg)
+            if found is not None:
+                return found
+        return None
+
+    cls: type[BaseModel] | None = Scenario
+    for part in loc:
+        if cls is None:
+            return None
+        if isinstance(part, int):
+            continue  # list index: same item model
+        field = cls.model_fields.get(part)
+        if field is None:
+            return None
+        cls = inner_model(field.annotation)
+    return cls
+
+
+def _reason(e: dict[str, Any]) -> str:
+    typ, ctx, msg = e["type"], e.get("ctx") or {}, e["msg"]
+    if typ == "missing":
+        return "required"
+    if typ == "extra_forbidden":
+        model = _model_at(e["loc"][:-1])
+        if model is not None:
+            return f"unknown field (allowed: {', '.join(model.model_fields)})"
+        return "unknown field"
+    ops = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+    if typ in ops:
+        bound = next(iter(ctx.values()))
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"must be {ops[typ]} {bound} (got {e['input']!r})"
+    if typ == "value_error":
+        return str(ctx.get("error", msg.removeprefix("Value error, ")))
+    if typ == "too_short":
+        return f"must have at least {ctx.get('min_length')} item(s)"
+    reason = msg.replace("Input should be", "must be")
+    inp = e.get("input")
+    if isinstance(inp, (str, int, float, bool)) or inp is None:
+        reason += f" (got {inp!r})"
+    return reason
+
+
+def _errors_of(exc: ValidationError) -> list[tuple[str, str]]:
+    out = []
+    for e in exc.errors(include_url=False):
+        loc = [str(p) for p in e["loc"]]
+        if e["type"] == "scenario":
+            ctx = e["ctx"]
+            loc += [ctx["where"]]
+            reason = ctx["reason"]
+        else:
+            reason = _reason(e)
+        out.append((".".join(loc) or "<top>", reason))
+    return out
+
+
+def _raise(source: str, errors: list[tuple[str, str]], prefix: str = "") -> typing.NoReturn:
+    lines = [f"{source}: {prefix}{path}: {reason}" for path, reason in errors]
+    raise ScenarioError("\n".join(lines), errors)
+
+
+def _parse_value(text: str) -> Any:
+    # YAML scalar semantics, so `--set system.kind=shared`, `...=64MiB`, `...=true`, `...=[2]` work.
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader) if text.strip() else None
+    except yaml.YAMLError:
+        return text  # e.g. an unbalanced quote: keep the literal text and let validation judge
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str], source: str = "<scenario>") -> dict[str, Any]:
+    """Apply ``key.sub=value`` overrides to a raw scenario dict (copy returned).
+
+    Overriding a path that is also a matrix axis pins it: that axis is removed from the matrix.
+    """
+    data = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            _raise(source, [(f"--set {item}", "expected key.path=value")])
+        try:
+            set_path(data, key, _parse_value(text))
+        except KeyError as exc:
+            _raise(source, [(key, f"cannot --set: {exc.args[0]}")])
+        matrix = data.get("matrix")
+        if isinstance(matrix, dict) and key in matrix and not key.startswith("matrix."):
+            del matrix[key]
+    return data
+
+
+def parse_scenario(
+    data: Any, source: str = "<scenario>", overrides: Iterable[str] = (), *, check_matrix: bool = True
+) -> Scenario:
+    """Validate a raw scenario mapping (e.g. a stored ``scenario.yaml`` already loaded).
+
+    With ``check_matrix`` every matrix combination is validated too, so a bad combination is
+    reported before anything runs.
+    """
+    if not isinstance(data, dict):
+        _raise(source, [("<top>", f"must be a mapping of sections, got {type(data).__name__}")])
+    data = apply_overrides(data, overrides, source)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        _raise(source, _errors_of(exc))
+    if check_matrix:
+        _expand(scenario, source)
+    return scenario
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override, validate. ``name`` defaults to the file's stem."""
+    path = Path(path)
+    source = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        _raise(source, [("<file>", f"cannot read: {exc.strerror or exc}")])
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        _raise(source, [("<file>", f"invalid YAML: {exc}")])
+    if data is None:
+        data = {}
+    if isinstance(data, dict) and "name" not in data:
+        data = {"name": path.stem, **data}
+    return parse_scenario(data, source, overrides)
+
+
+# --------------------------------------------------------------------------------------------
+# Matrix expansion
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "+".join(_fmt_value(x) for x in v)
+    if isinstance(v, dict):
+        return "+".join(f"{k}={_fmt_value(x)}" for k, x in v.items())
+    return str(v)
+
+
+def run_id_for(name: str, assignments: Sequence[tuple[str, Any]]) -> str:
+    """``name__key=value__...`` made safe for a file name."""
+    raw = "__".join([name, *(f"{k}={_fmt_value(v)}" for k, v in assignments)])
+    return _UNSAFE.sub("-", raw).strip("-")
+
+
+def _expand(scenario: Scenario, source: str) -> list[tuple[str, Scenario]]:
+    base = scenario.resolved()
+    base["matrix"] = {}
+    if not scenario.matrix:
+        return [(run_id_for(scenario.name, ()), Scenario.model_validate(base))]
+    keys = list(scenario.matrix)
+    out: list[tuple[str, Scenario]] = []
+    used: set[str] = set()
+    for combo in itertools.product(*(scenario.matrix[k] for k in keys)):
+        assignments = list(zip(keys, combo))
+        run_id = run_id_for(scenario.name, assignments)
+        if run_id in used:  # two values that sanitise alike: keep ids unique
+            run_id = f"{run_id}__{len(out)}"
+        used.add(run_id)
+        data = copy.deepcopy(base)
+        try:
+            for k, v in assignments:
+                set_path(data, k, copy.deepcopy(v))
+        except KeyError as exc:
+            _raise(source, [(f"matrix.{k}", f"cannot apply: {exc.args[0]}")])
+        try:
+            out.append((run_id, Scenario.model_validate(data)))
+        except ValidationError as exc:
+            where = ", ".join(f"{k}={_fmt_value(v)}" for k, v in assignments)
+            _raise(source, _errors_of(exc), prefix=f"matrix run [{where}]: ")
+    return out
+
+
+def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
+    """Cartesian product of ``scenario.matrix`` -> ``[(run_id, Scenario)]`` in matrix order (first
+    key varies slowest). Each scenario is re-validated and has an empty matrix; its ``name`` stays
+    the base name. Without a matrix: one run whose id is the name."""
+    return _expand(scenario, f"{scenario.name}")
+
+
+__all__ = [
+    "Action", "Checks", "MOVE_ACTIONS", "PartitionMove", "Prefill", "Scenario", "ScenarioError",
+    "Shape", "System", "Topic", "Workload", "apply_overrides", "expand", "format_bytes",
+    "load_scenario", "parse_bytes", "parse_scenario", "run_id_for", "set_path",
+]

@@ -1,0 +1,146 @@
+"""Byte formats of the objects the shared-storage system writes.
+
+WAL object (key `<prefix>/wal/<broker>/<broker_epoch>/<seq:012d>`), one per WAL flush:
+    header  "AWAL" | version u8 | broker i32 | broker_epoch i64 | seq i64 | count i32
+    entries count x ( stream_id i64 | stream_epoch i32 | base i64 | last i64 | max_ts i64 |
+                      length i32 | <length bytes: one Kafka record batch, offsets stamped> )
+    trailer crc32c u32 of everything before it
+S3 PUTs are atomic, so an object is either whole or absent; the CRC guards against a wrong
+object under a right key.
+
+Stream-set object (key `<prefix>/sso/<writer>/<seq:012d>`), one per upload (or forced upload,
+or meta persist). It holds sections, each described by a range in the controller's stream
+metadata ({key, pos, len, ...}); nothing in the object itself is needed to find them:
+    data section   record batches of one stream, back to back, as a consumer fetches them
+    index section  per batch: base i64 | last i64 | rel_pos i64 | max_ts i64 (rel to data pos)
+    meta section   one JSON document: the partition's meta stream key-values
+"""
+from __future__ import annotations
+
+import json
+import struct
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import crc32c
+
+WAL_MAGIC = b"AWAL"
+_WAL_HDR = struct.Struct(">4sBiqqi")
+_WAL_ENT = struct.Struct(">qiqqqi")
+_IDX = struct.Struct(">qqqq")
+
+
+class FormatError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class WalEntry:
+    stream_id: int
+    epoch: int
+    base: int
+    last: int
+    max_ts: int
+    data: bytes
+
+
+def encode_wal(broker: int, broker_epoch: int, seq: int, entries: list) -> bytes:
+    """entries: objects with stream_id, epoch, base, last, max_ts, data."""
+    parts = [_WAL_HDR.pack(WAL_MAGIC, 1, broker, broker_epoch, seq, len(entries))]
+    for e in entries:
+        parts.append(_WAL_ENT.pack(e.stream_id, e.epoch, e.base, e.last, e.max_ts, len(e.data)))
+        parts.append(e.data)
+    body = b"".join(parts)
+    return body + struct.pack(">I", crc32c.crc32c(body))
+
+
+def decode_wal(buf: bytes) -> tuple[dict, list[WalEntry]]:
+    if len(buf) < _WAL_HDR.size + 4:
+        raise FormatError("WAL object too short")
+    body, (crc,) = memoryview(buf)[:-4], struct.unpack(">I", buf[-4:])
+    if crc32c.crc32c(body) != crc:
+        raise FormatError("WAL object CRC mismatch")
+    magic, ver, broker, bepoch, seq, count = _WAL_HDR.unpack_from(buf, 0)
+    if magic != WAL_MAGIC or ver != 1:
+        raise FormatError("not a WAL object")
+    pos = _WAL_HDR.size
+    out = []
+    for _ in range(count):
+        sid, ep, base, last, mts, n = _WAL_ENT.unpack_from(buf, pos)
+        pos += _WAL_ENT.size
+        out.append(WalEntry(sid, ep, base, last, mts, bytes(buf[pos:pos + n])))
+        pos += n
+    return {"broker": broker, "broker_epoch": bepoch, "seq": seq}, out
+
+
+class SsoBuilder:
+    """Assembles one stream-set object; `ranges` are the stream metadata to commit."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+        self.size = 0
+        self.ranges: list[dict] = []
+
+    def _add(self, b: bytes) -> int:
+        pos = self.size
+        self._parts.append(b)
+        self.size += len(b)
+        return pos
+
+    def add_data(self, stream_id: int, epoch: int, batches: list) -> dict:
+        """batches: (base, last, max_ts, bytes) in offset order, contiguous."""
+        pos = self.size
+        idx = bytearray(_IDX.size * len(batches))
+        rel = 0
+        max_ts = -1
+        for i, (base, last, mts, data) in enumerate(batches):
+            _IDX.pack_into(idx, i * _IDX.size, base, last, rel, mts)
+            self._add(data)
+            rel += len(data)
+            max_ts = max(max_ts, mts)
+        ipos = self._add(bytes(idx))
+        r = {"stream_id": stream_id, "epoch": epoch, "start": batches[0][0], "end": batches[-1][1] + 1,
+             "pos": pos, "len": rel, "ipos": ipos, "ilen": len(idx), "max_ts": max_ts}
+        self.ranges.append(r)
+        return r
+
+    def add_meta(self, stream_id: int, epoch: int, start: int, meta: dict) -> dict:
+        blob = json.dumps(meta, separators=(",", ":")).encode()
+        pos = self._add(blob)
+        r = {"stream_id": stream_id, "epoch": epoch, "start": start, "end": start + 1, "pos": pos,
+             "len": len(blob), "ipos": 0, "ilen": 0, "max_ts": -1}
+        self.ranges.append(r)
+        return r
+
+    def build(self) -> bytes:
+        return b"".join(self._parts)
+
+
+class Index:
+    """A data section's batch index: find the batch holding an offset."""
+
+    def __init__(self, buf: bytes):
+        n = len(buf) // _IDX.size
+        self.bases, self.lasts, self.pos, self.max_ts = [], [], [], []
+        for i in range(n):
+            b, l, p, t = _IDX.unpack_from(buf, i * _IDX.size)
+            self.bases.append(b)
+            self.lasts.append(l)
+            self.pos.append(p)
+            self.max_ts.append(t)
+        self.total = 0
+
+    def find(self, offset: int) -> int:
+        """Index of the first batch whose last offset >= offset (len if none)."""
+        return bisect_left(self.lasts, offset)
+
+    def span(self, i: int, max_bytes: int, data_len: int) -> tuple[int, int]:
+        """[i, j) of whole batches from i covering about max_bytes (at least one)."""
+        start = self.pos[i]
+        j = i + 1
+        while j < len(self.pos) and self.pos[j] - start < max_bytes:
+            j += 1
+        return i, j
+
+    def end_pos(self, j: int, data_len: int) -> int:
+        return self.pos[j] if j < len(self.pos) else data_len

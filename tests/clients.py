@@ -1,0 +1,75 @@
+"""Small helpers around the real clients used by tests and benchmarks."""
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+
+def admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+
+
+def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
+    a = admin(bootstrap)
+    try:
+        res = a.create_topics(topics)
+        errs = [t for t in res.to_object()["topics"] if t["error_code"]] if hasattr(res, "to_object") else \
+            [t for t in res["topics"] if t["error_code"]]
+        assert not errs, errs
+    finally:
+        a.close()
+
+
+def idempotent_producer(bootstrap: str, **extra) -> Producer:
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 60000}
+    conf.update(extra)
+    return Producer(conf)
+
+
+def produce_all(p: Producer, items, flush_timeout: float = 120.0) -> list:
+    """Produce (topic, partition|None, key, value, headers) items; returns acked messages."""
+    acked, failed = [], []
+
+    def cb(err, msg):
+        (failed if err else acked).append((err, msg) if err else msg)
+
+    for topic, part, key, value, headers in items:
+        while True:
+            try:
+                if part is None:
+                    p.produce(topic, value=value, key=key, headers=headers, on_delivery=cb)
+                else:
+                    p.produce(topic, value=value, key=key, headers=headers, partition=part, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    remaining = p.flush(flush_timeout)
+    assert remaining == 0, f"{remaining} messages not delivered in {flush_timeout}s"
+    assert not failed, failed[:5]
+    return acked
+
+
+def consume_all(bootstrap: str, tps: dict[tuple[str, int], int], timeout: float = 60.0) -> dict:
+    """Read each (topic, partition) from offset 0 until `count` messages were read.
+    Returns {(topic, partition): [(offset, key, value, headers), ...]}."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                  "enable.partition.eof": False})
+    out = {tp: [] for tp in tps}
+    try:
+        c.assign([TopicPartition(t, p, 0) for t, p in tps])
+        deadline = time.monotonic() + timeout
+        while any(len(out[tp]) < n for tp, n in tps.items()):
+            if time.monotonic() > deadline:
+                got = {tp: len(v) for tp, v in out.items()}
+                raise AssertionError(f"timed out reading back: got {got}, want {tps}")
+            for m in c.consume(10000, 0.5):
+                if m.error():
+                    raise KafkaException(m.error())
+                out[(m.topic(), m.partition())].append((m.offset(), m.key(), m.value(), m.headers()))
+    finally:
+        c.close()
+    return out

@@ -1,0 +1,366 @@
+"""Checkers on small hand-written histories with hand-computed expectations."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.checkers import (
+    check_all,
+    check_bytes_moved,
+    check_duplicates,
+    check_latency,
+    check_lost_writes,
+    check_move_seconds,
+    check_reordering,
+    check_unavailable_seconds,
+    check_unexpected,
+    check_unseen,
+)
+from bench.history import event_row, read_row, send_row, to_table
+from bench.scenario import parse_scenario
+
+T0 = 1_000.0  # times below are offsets from T0; chosen as binary fractions so sums are exact
+
+
+def clean_rows():
+    """Two producers, topic t with 2 partitions, 5 acked messages each, all read in order."""
+    rows, offsets = [], {0: 0, 1: 0}
+    for i in range(10):
+        producer, part = f"p{i % 2}", (i // 2) % 2
+        ts = T0 + i * 0.5
+        rows.append(send_row(i, ts, producer=producer, topic="t", partition=part, outcome="ok",
+                             ack_ts=ts + 0.25, offset=offsets[part], size_bytes=100))
+        rows.append(read_row(i, T0 + 20 + i, topic="t", partition=part, offset=offsets[part]))
+        offsets[part] += 1
+    return rows
+
+
+def without_read(rows, msg_id):
+    return [r for r in rows if not (r["kind"] == "read" and r["msg_id"] == msg_id)]
+
+
+def test_clean_history_passes():
+    result = check_all(to_table(clean_rows()))
+    assert result["valid"] is True, result
+    assert result["failed"] == [] and result["unknown"] == []
+    assert result["lost_writes"]["acked_count"] == 10
+    assert result["duplicates"]["duplicated_count"] == 0
+    assert result["reordering"]["checked_messages"] == 10
+    json.dumps(result)  # results go to JSON as they are
+
+
+def test_removing_one_acked_read_makes_lost_writes_fail():
+    table = to_table(without_read(clean_rows(), 3))
+    lost = check_lost_writes(table)
+    assert lost["valid"] is False
+    assert lost["lost_count"] == 1
+    assert lost["lost_examples"] == [3]
+    assert lost["lost_by_partition"] == {"t-1": 1}
+    overall = check_all(table)
+    assert overall["valid"] is False and overall["failed"] == ["lost_writes"]
+
+
+def test_lost_writes_unknown_without_reads_and_ignores_unacked():
+    no_reads = [r for r in clean_rows() if r["kind"] != "read"]
+    assert check_lost_writes(to_table(no_reads))["valid"] == "unknown"
+    rows = clean_rows() + [send_row(99, T0 + 6, producer="p0", topic="t", partition=0,
+                                    outcome="info", error="timed out")]
+    assert check_lost_writes(to_table(rows))["valid"] is True  # unknown outcome, never read: fine
+
+
+def test_duplicate_read_at_another_offset():
+    rows = clean_rows()
+    # Re-reading the same offset (consumer restart) is not a duplicate ...
+    same = rows + [read_row(4, T0 + 40, topic="t", partition=0, offset=2)]
+    assert check_duplicates(to_table(same))["valid"] is True
+    # ... the same message at a second offset is.
+    dup = rows + [read_row(4, T0 + 40, topic="t", partition=0, offset=7)]
+    result = check_duplicates(to_table(dup))
+    assert result["valid"] is False
+    assert result["duplicated_count"] == 1 and result["extra_copies"] == 1
+    assert result["examples"] == [{"msg_id": 4, "positions": [
+        {"topic": "t", "partition": 0, "offset": 2}, {"topic": "t", "partition": 0, "offset": 7}]}]
+    # A duplicate later in the log does not count as reordering (first occurrence is used).
+    assert check_reordering(to_table(dup))["valid"] is True
+
+
+def test_reordering_within_a_producer():
+    rows = clean_rows()
+    # Partition 0 holds ids 0,1 (p0,p1) at offsets 0,1 and 4,5 at offsets 2,3; p0's ids there are
+    # 0 then 4. Swap the offsets where 0 and 4 were read: p0 now reads 4 before 0.
+    for r in rows:
+        if r["kind"] == "read" and r["msg_id"] == 0:
+            r["offset"] = 2
+        elif r["kind"] == "read" and r["msg_id"] == 4:
+            r["offset"] = 0
+    result = check_reordering(to_table(rows))
+    assert result["valid"] is False
+    assert result["reordered_count"] == 1
+    assert result["examples"] == [{"topic": "t", "partition": 0, "producer": "p0", "offset": 2,
+                                   "msg_id": 0, "prev_offset": 0, "prev_msg_id": 4}]
+
+
+def test_interleaved_producers_are_not_reordering():
+    rows = []
+    # p0 sends ids 0,1; p1 sends 10,11; log order 10, 0, 11, 1 is fine per producer.
+    for off, (mid, prod) in enumerate([(10, "p1"), (0, "p0"), (11, "p1"), (1, "p0")]):
+        rows.append(send_row(mid, T0 + mid, producer=prod, topic="t", partition=0, outcome="ok",
+                             ack_ts=T0 + mid + 1))
+        rows.append(read_row(mid, T0 + 50, topic="t", partition=0, offset=off))
+    assert check_reordering(to_table(rows))["valid"] is True
+
+
+def test_info_send_that_was_read_is_reported_not_failed():
+    rows = clean_rows() + [
+        send_row(20, T0 + 6, producer="p0", topic="t", partition=0, outcome="info", error="timeout"),
+        read_row(20, T0 + 40, topic="t", partition=0, offset=5),
+        send_row(21, T0 + 7, producer="p0", topic="t", outcome="fail", error="MSG_SIZE_TOO_LARGE"),
+        send_row(22, T0 + 8, producer="p0", topic="t", outcome="info", error="timeout"),
+    ]
+    table = to_table(rows)
+    unseen = check_unseen(table)
+    assert unseen["valid"] is True
+    assert (unseen["info_total"], unseen["info_read"], unseen["info_read_examples"]) == (2, 1, [20])
+    assert (unseen["fail_total"], unseen["fail_read"]) == (1, 0)
+    # The info message is not an acked one: it takes no part in reordering and is not lost.
+    assert check_reordering(table)["valid"] is True
+    assert check_all(table)["valid"] is True
+
+
+def test_unexpected_read():
+    rows = clean_rows() + [read_row(777, T0 + 40, topic="t", partition=1, offset=9),
+                           read_row(-1, T0 + 40, topic="t", partition=1, offset=10)]  # prefill
+    result = check_unexpected(to_table(rows))
+    assert result["valid"] is False and result["examples"] == [777]
+
+
+# --- a reassignment of t-0 from broker 1 to broker 2 ----------------------------------------
+#
+# Sends on t-0 every 0.5 s from 0 to 19.5, acked 0.25 s later, except:
+#   sends invoked in [10, 13) are blocked and all acked at 13.375;
+#   sends from 13 on are acked 0.5 s later (new leader);
+#   a send invoked at 9.875 (before the request) is acked at 13.3125.
+# Events: action_start 10.0, leader_change to broker 2 at 13.25, action_end at 13.5.
+# t-1 gets steady sends acked 0.125 s later (a partition the move does not touch).
+
+
+def move_rows(with_leader_change=True):
+    rows = []
+    mid = 0
+    for k in range(40):
+        ts = k * 0.5
+        ack = 13.375 if 10 <= ts < 13 else (ts + 0.5 if ts >= 13 else ts + 0.25)
+        rows.append(send_row(mid, T0 + ts, producer="p0", topic="t", partition=0, outcome="ok",
+                             ack_ts=T0 + ack))
+        mid += 1
+    rows.append(send_row(mid, T0 + 9.875, producer="p0", topic="t", partition=0, outcome="ok",
+                         ack_ts=T0 + 13.3125))
+    mid += 1
+    for k in range(40):
+        ts = k * 0.5
+        rows.append(send_row(mid, T0 + ts, producer="p1", topic="t", partition=1, outcome="ok",
+                             ack_ts=T0 + ts + 0.125))
+        mid += 1
+    rows += [
+        event_row("action_start", T0 + 10.0, {"action": "reassign", "topic": "t", "partition": 0,
+                                              "from": [1], "to": [2], "action_id": 0}),
+        # Another partition's leader change must not be taken for t-0's.
+        event_row("leader_change", T0 + 11.0, {"topic": "t", "partition": 1, "leader": 3, "action_id": 0}),
+        event_row("move_phase", T0 + 12.0, {"phase": "copy", "seconds": 2.5, "bytes": 4096, "action_id": 0}),
+        event_row("move_phase", T0 + 12.5, {"phase": "copy", "seconds": 0.5, "bytes": 1024, "action_id": 0}),
+        event_row("action_end", T0 + 13.5, {"action": "reassign", "action_id": 0}),
+    ]
+    if with_leader_change:
+        rows.append(event_row("leader_change", T0 + 13.25,
+                              {"topic": "t", "partition": 0, "leader": 2, "action_id": 0}))
+    return rows
+
+
+SCENARIO = {
+    "name": "m",
+    "system": {"kind": "replication", "brokers": 3},
+    "workload": {"topics": [{"name": "t", "partitions": 2}], "message_bytes": 100,
+                 "produce_rate_msgs_per_s": 4, "duration_s": 20},
+    "actions": [{"at_s": 10, "kind": "reassign", "topic": "t", "partition": 0, "to": [2]}],
+}
+
+
+def test_move_seconds():
+    result = check_move_seconds(to_table(move_rows()))
+    assert result["valid"] is True
+    (move,) = result["moves"]
+    assert (move["topic"], move["partition"], move["new_leader"]) == ("t", 0, 2)
+    assert move["leader_change_ts"] == T0 + 13.25
+    # First ack >= 13.25 of a send invoked >= 10: the blocked sends' 13.375, not the 13.3125 ack
+    # of the send invoked before the request.
+    assert move["first_ack_ts"] == T0 + 13.375
+    assert move["move_seconds"] == pytest.approx(3.375, abs=1e-9)
+    (action,) = result["actions"]
+    assert action["move_seconds"] == pytest.approx(3.375, abs=1e-9)
+    assert action["phases"] == {"copy": {"seconds": 3.0, "bytes": 5120}}
+
+
+def test_move_seconds_unknown_without_leader_change():
+    result = check_move_seconds(to_table(move_rows(with_leader_change=False)))
+    assert result["valid"] == "unknown"
+    assert result["moves"][0]["move_seconds"] == "unknown"
+    assert check_all(to_table(move_rows(with_leader_change=False)))["valid"] == "unknown"
+
+
+def test_move_seconds_limit_from_scenario():
+    table = to_table(move_rows())
+    strict = parse_scenario({**SCENARIO, "checks": {"max_move_seconds": 3}})
+    loose = parse_scenario({**SCENARIO, "checks": {"max_move_seconds": 4}})
+    assert check_move_seconds(table, strict)["valid"] is False
+    assert check_move_seconds(table, loose)["valid"] is True
+    overall = check_all(table, strict)
+    assert overall["valid"] is False and overall["failed"] == ["move_seconds"]
+
+
+def test_move_partitions_come_from_the_scenario_when_not_logged():
+    rows = [r for r in move_rows() if r.get("event") != "action_start"]
+    rows.append(event_row("action_start", T0 + 10.0, {"action_id": 0}))
+    result = check_move_seconds(to_table(rows), parse_scenario(SCENARIO))
+    assert [(m["topic"], m["partition"]) for m in result["moves"]] == [("t", 0)]
+    assert result["moves"][0]["move_seconds"] == pytest.approx(3.375, abs=1e-9)
+
+
+def test_unavailable_seconds():
+    result = check_unavailable_seconds(to_table(move_rows()))
+    assert result["valid"] is True
+    (win,) = [w for w in result["actions"] if w["partition"] == 0]
+    # Window [10 - 1, 13.5 + 5]; acks on t-0 inside: ..., 9.25, 9.75, 13.3125, 13.375, 13.5, ...
+    assert win["window"] == [T0 + 9.0, T0 + 18.5]
+    assert win["unavailable_seconds"] == pytest.approx(3.5625, abs=1e-9)
+    assert win["gap"] == [T0 + 9.75, T0 + 13.3125]
+    # t-1's leader change carries the action id, but action_start named t-0 only.
+    assert [w["partition"] for w in result["actions"]] == [0]
+    run = result["run"]
+    assert run["window"] == [T0 + 0.0, T0 + 19.5]
+    assert run["max_unavailable_seconds"] == pytest.approx(3.5625, abs=1e-9)
+    assert run["worst_partitions"][0]["partition"] == 0
+    # t-1 over the run: first ack 0.125 after the start, then every 0.5 s, last ack 19.625 is
+    # past the load window's end (19.5), so the longest gap is 0.5.
+    assert run["worst_partitions"][1]["unavailable_seconds"] == pytest.approx(0.5, abs=1e-9)
+    limited = parse_scenario({**SCENARIO, "checks": {"max_unavailable_seconds": 3}})
+    assert check_unavailable_seconds(to_table(move_rows()), limited)["valid"] is False
+
+
+def test_unavailable_whole_window_without_acks():
+    rows = [r for r in move_rows() if not (r["kind"] == "send" and r["partition"] == 0
+                                           and 8 <= r["ts"] - T0)]
+    result = check_unavailable_seconds(to_table(rows))
+    (win,) = [w for w in result["actions"] if w["partition"] == 0]
+    # Last t-0 ack is 7.75 (send at 7.5); none in [9, 18.5]: unavailable for the whole window.
+    assert win["unavailable_seconds"] == pytest.approx(9.5, abs=1e-9)
+
+
+def test_latency_before_during_after():
+    result = check_latency(to_table(move_rows()))
+    assert result["valid"] is True
+    (act,) = result["actions"]
+    part = act["partitions"]  # t-0 only
+    # before [0, 10): 20 sends at 250 ms plus the 9.875 send at 13.3125 - 9.875 = 3437.5 ms.
+    before = np.array([250.0] * 20 + [3437.5])
+    assert part["before"]["count"] == 21
+    assert part["before"]["p50_ms"] == pytest.approx(250.0)
+    assert part["before"]["p99_ms"] == pytest.approx(250.0 + 0.8 * 3187.5)  # rank 19.8 of 0..20
+    assert part["before"]["p999_ms"] == pytest.approx(np.percentile(before, 99.9))
+    assert part["before"]["max_ms"] == pytest.approx(3437.5)
+    # during [10, 13.5): blocked sends 10..12.5 acked at 13.375, send at 13.0 acked 0.5 s later.
+    during = sorted([3375.0, 2875.0, 2375.0, 1875.0, 1375.0, 875.0, 500.0])
+    assert part["during"]["count"] == 7
+    assert part["during"]["p50_ms"] == pytest.approx(1875.0)
+    assert part["during"]["p99_ms"] == pytest.approx(3375.0 - 0.06 * 500.0)  # rank 5.94
+    # after [13.5, 19.5]: 13 sends, all 500 ms.
+    assert part["after"]["count"] == 13
+    assert part["after"]["p50_ms"] == pytest.approx(500.0) and part["after"]["p999_ms"] == pytest.approx(500.0)
+    # "all" adds t-1 (125 ms each): 20 more before, 7 during, 13 after.
+    assert [act["all"][ph]["count"] for ph in ("before", "during", "after")] == [41, 14, 26]
+    assert act["all"]["during"]["p50_ms"] == pytest.approx(np.percentile(during + [125.0] * 7, 50))
+    assert result["run"]["count"] == 81
+
+
+def test_latency_counts_timeouts_per_window():
+    rows = move_rows() + [send_row(500, T0 + 11.0, producer="p0", topic="t", partition=0,
+                                   outcome="info", error="timeout")]
+    act = check_latency(to_table(rows))["actions"][0]
+    assert act["all"]["during"]["info_count"] == 1 and act["all"]["before"]["info_count"] == 0
+
+
+def test_bytes_moved():
+    rows = move_rows() + [
+        event_row("counter", T0 + 11.0, {"name": "bytes_moved_inter_broker", "value": 1000, "broker": 2,
+                                         "action_id": 0}),
+        # No action_id: attributed by time to the action whose window contains it.
+        event_row("counter", T0 + 12.0, {"name": "bytes_moved_inter_broker", "value": 500, "broker": 2}),
+        event_row("counter", T0 + 12.5, {"name": "bytes_moved_objstore", "value": 64, "broker": 1}),
+        # After the action ended: unattributed.
+        event_row("counter", T0 + 19.0, {"name": "bytes_moved_inter_broker", "value": 7, "broker": 3}),
+    ]
+    result = check_bytes_moved(to_table(rows))
+    assert result["valid"] is True
+    (act,) = result["actions"]
+    assert act["inter_broker_bytes"] == 1500 and act["objstore_bytes"] == 64
+    assert act["bytes_moved"] == 1564
+    assert act["by_broker"]["bytes_moved_inter_broker"] == {"2": 1500}
+    assert result["unattributed"] == {"bytes_moved_inter_broker": 7}
+    assert result["run"]["bytes_moved"] == 1571
+
+
+def test_broker_kill_window_uses_leader_change_events():
+    # kill_broker (action 0) takes t-0 offline: leader -1 at 10.5; restart (action 1) at 15 brings
+    # leader 1 back at 16. No move actions, so move_seconds has nothing to judge.
+    rows = []
+    for k in range(40):
+        ts = k * 0.5
+        if 10 <= ts < 16:
+            rows.append(send_row(k, T0 + ts, producer="p0", topic="t", partition=0, outcome="info",
+                                 error="timeout"))
+        else:
+            rows.append(send_row(k, T0 + ts, producer="p0", topic="t", partition=0, outcome="ok",
+                                 ack_ts=T0 + ts + 0.25))
+    rows += [
+        event_row("action_start", T0 + 10.0, {"action": "kill_broker", "broker": 1, "action_id": 0}),
+        event_row("leader_change", T0 + 10.5, {"topic": "t", "partition": 0, "leader": -1, "action_id": 0}),
+        event_row("action_end", T0 + 10.0, {"action": "kill_broker", "action_id": 0}),
+        event_row("action_start", T0 + 15.0, {"action": "restart_broker", "broker": 1, "action_id": 1}),
+        event_row("leader_change", T0 + 16.0, {"topic": "t", "partition": 0, "leader": 1, "action_id": 1}),
+        event_row("action_end", T0 + 16.0, {"action": "restart_broker", "action_id": 1}),
+    ]
+    table = to_table(rows)
+    assert check_move_seconds(table)["valid"] is True
+    assert check_move_seconds(table)["moves"] == []
+    unavailable = check_unavailable_seconds(table)
+    # Last ack before the kill: 9.5 + 0.25 = 9.75; first after: 16.0 + 0.25 = 16.25.
+    assert unavailable["run"]["max_unavailable_seconds"] == pytest.approx(6.5, abs=1e-9)
+    kill = next(w for w in unavailable["actions"] if w["action"] == "kill_broker")
+    assert kill["window"] == [T0 + 9.0, T0 + 15.5]  # ends 5 s after the leader_change at 10.5
+    assert kill["unavailable_seconds"] == pytest.approx(15.5 - 9.75, abs=1e-9)
+
+
+def test_large_history_is_vectorised():
+    # 200k messages: a Python loop over rows would take far longer than this test's budget.
+    n = 200_000
+    import pyarrow as pa
+
+    from bench.history import SCHEMA
+
+    ids = np.arange(n, dtype=np.int64)
+    ts = T0 + ids * 1e-4
+    part = (ids % 4).astype(np.int32)
+    off = ids // 4
+    nulls = {f.name: pa.nulls(n, f.type) for f in SCHEMA}
+    sends = pa.table({**nulls, "kind": pa.array(["send"] * n), "ts": ts, "msg_id": ids,
+                      "producer": pa.array(["p0"] * n), "topic": pa.array(["t"] * n),
+                      "partition": part, "ack_ts": ts + 0.002, "outcome": pa.array(["ok"] * n),
+                      "offset": off}, schema=SCHEMA)
+    keep = ids != 12_345
+    reads = pa.table({**nulls, "kind": pa.array(["read"] * n), "ts": ts + 1, "msg_id": ids,
+                      "topic": pa.array(["t"] * n), "partition": part,
+                      "outcome": pa.array(["ok"] * n), "offset": off}, schema=SCHEMA).filter(pa.array(keep))
+    result = check_all(pa.concat_tables([sends, reads]))
+    assert result["lost_writes"]["lost_examples"] == [12_345]
+    assert result["duplicates"]["valid"] is True and result["reordering"]["valid"] is True
+    assert result["latency"]["run"]["p50_ms"] == pytest.approx(2.0, abs=1e-6)

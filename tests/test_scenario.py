@@ -1,0 +1,241 @@
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.scenario import (
+    ScenarioError,
+    expand,
+    format_bytes,
+    load_scenario,
+    parse_bytes,
+    parse_scenario,
+)
+
+SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "workloads" / "scenarios").glob("*.yaml"))
+REASSIGN_ONE = next(p for p in SCENARIOS if p.name == "reassign-one.yaml")
+
+
+def minimal(**changes):
+    """A small valid scenario as a raw dict; ``changes`` replace whole sections."""
+    data = {
+        "name": "t",
+        "system": {"kind": "replication", "brokers": 3},
+        "workload": {
+            "topics": [{"name": "hot", "partitions": 2}],
+            "message_bytes": "4KiB",
+            "produce_rate_msgs_per_s": 100,
+            "duration_s": 30,
+        },
+        "actions": [{"at_s": 5, "kind": "reassign", "topic": "hot", "partition": 0, "to": [2]}],
+    }
+    data.update(changes)
+    return data
+
+
+def error_of(data, overrides=()):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data, "x.yaml", overrides)
+    return info.value
+
+
+def test_builtin_scenarios_exist():
+    assert {p.name for p in SCENARIOS} >= {
+        "reassign-one.yaml", "scale-out.yaml", "drain.yaml", "broker-loss.yaml", "sweep.yaml"}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_builtin_scenario_loads_and_expands(path):
+    sc = load_scenario(path)
+    assert sc.name == path.stem
+    runs = expand(sc)
+    assert runs
+    ids = [rid for rid, _ in runs]
+    assert len(set(ids)) == len(ids)
+    n = 1
+    for values in sc.matrix.values():
+        n *= len(values)
+    assert len(runs) == n
+    for rid, run in runs:
+        assert re.fullmatch(r"[A-Za-z0-9._=+-]+", rid), rid
+        assert rid.startswith(sc.name)
+        assert run.matrix == {}
+        # Kept small enough for a quick run on a laptop; users scale up with --set.
+        assert run.workload.duration_s <= 60
+        assert run.prefill.bytes_per_partition <= 64 * 2**20
+
+
+def test_reassign_one_matrix_run_ids_and_values():
+    runs = dict(expand(load_scenario(REASSIGN_ONE)))
+    rid = "reassign-one__system.kind=shared__prefill.bytes_per_partition=32MiB"
+    assert rid in runs
+    assert runs[rid].system.kind == "shared"
+    assert runs[rid].prefill.bytes_per_partition == 32 * 2**20
+    assert len(runs) == 4
+
+
+def test_unknown_field_is_rejected_with_its_path():
+    data = minimal()
+    data["workload"]["produce_rate"] = 5
+    err = error_of(data)
+    assert "x.yaml: workload.produce_rate: unknown field" in str(err)
+    assert "produce_rate_msgs_per_s" in str(err)  # the hint lists the allowed names
+    assert err.errors[0][0] == "workload.produce_rate"
+
+
+def test_negative_rate_is_rejected():
+    data = minimal()
+    data["workload"]["produce_rate_msgs_per_s"] = -5
+    assert "x.yaml: workload.produce_rate_msgs_per_s: must be > 0" in str(error_of(data))
+
+
+def test_negative_rate_message_names_the_file(tmp_path):
+    path = tmp_path / "reassign-one.yaml"
+    path.write_text(REASSIGN_ONE.read_text())
+    with pytest.raises(ScenarioError, match=r"^reassign-one\.yaml: workload\.produce_rate_msgs_per_s: must be > 0"):
+        load_scenario(path, ["workload.produce_rate_msgs_per_s=-1"])
+
+
+def test_reassign_to_nonexistent_broker_is_rejected():
+    data = minimal()
+    data["actions"][0]["to"] = [9]
+    assert "x.yaml: actions.0.to: broker 9 does not exist" in str(error_of(data))
+
+
+def test_shared_reassign_to_two_brokers_is_rejected():
+    data = minimal(system={"kind": "shared", "brokers": 3})
+    data["actions"][0]["to"] = [2, 3]
+    msg = str(error_of(data))
+    assert "x.yaml: actions.0.to: shared system" in msg and "exactly one broker" in msg
+    # The same plan is fine for the replication system (a replica set).
+    data["system"]["kind"] = "replication"
+    assert parse_scenario(data).actions[0].to == [2, 3]
+
+
+def test_shared_two_brokers_caught_inside_a_matrix():
+    data = minimal(matrix={"system.kind": ["replication", "shared"]})
+    data["actions"][0]["to"] = [2, 3]
+    msg = str(error_of(data))
+    assert "matrix run [system.kind=shared]" in msg and "actions.0.to" in msg
+
+
+@pytest.mark.parametrize(
+    "patch, path, fragment",
+    [
+        (lambda d: d["actions"][0].update(partition=2), "actions.0.partition", "partitions 0..1"),
+        (lambda d: d["actions"][0].update(topic="cold"), "actions.0.topic", "unknown topic"),
+        (lambda d: d["actions"][0].update(at_s=30), "actions.0.at_s", "duration_s"),
+        (lambda d: d["actions"][0].update(broker=1), "actions.0.broker", "not used by action kind reassign"),
+        (lambda d: d["actions"][0].pop("to"), "actions.0.to", "required"),
+        (lambda d: d["system"].update(kind="copy"), "system.kind", "'replication' or 'shared'"),
+        (lambda d: d["system"].update(brokers=0), "system.brokers", "must be >= 1"),
+        (lambda d: d["system"].update(brokers=True), "system.brokers", "integer"),
+        (lambda d: d["workload"].update(message_bytes="4k"), "workload.message_bytes", "byte size"),
+        (lambda d: d["workload"]["topics"][0].update(replication_factor=4),
+         "workload.topics.0.replication_factor", "exceeds system.brokers"),
+        (lambda d: d["workload"].update(shape={"kind": "burst", "burst_every_s": 5, "burst_factor": 3}),
+         "workload.shape.burst_s", "required for shape kind burst"),
+        (lambda d: d.update(checks={"safety": False}), "checks.safety", "cannot be disabled"),
+        (lambda d: d.update(prefill={"topics": ["nope"]}), "prefill.topics.0", "unknown topic"),
+        (lambda d: d.update(matrix={"system.kindd": ["shared"]}), "matrix.system.kindd", "no field"),
+    ],
+)
+def test_field_errors_name_the_path(patch, path, fragment):
+    data = minimal()
+    patch(data)
+    err = error_of(data)
+    assert f"x.yaml: {path}: " in str(err), str(err)
+    assert fragment in str(err), str(err)
+
+
+def test_broker_lifecycle_rules():
+    add = {"at_s": 1, "kind": "add_broker_and_rebalance"}
+    to4 = {"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [4]}
+    sc = parse_scenario(minimal(actions=[add, to4]))
+    assert sc.added_broker_ids() == {0: 4}
+    # Broker 4 only exists after the add.
+    assert "actions.0.to: broker 4 does not exist" in str(error_of(minimal(actions=[dict(to4, at_s=0), add])))
+    kill = {"at_s": 1, "kind": "kill_broker", "broker": 2}
+    restart = {"at_s": 2, "kind": "restart_broker", "broker": 2}
+    parse_scenario(minimal(actions=[kill, restart]))
+    assert "actions.0.broker: broker 2 is not dead" in str(error_of(minimal(actions=[restart])))
+    assert "actions.1.broker: broker 2 is already dead" in str(error_of(minimal(actions=[kill, dict(kill, at_s=2)])))
+    assert "actions.1.at_s: actions must be listed in time order" in str(
+        error_of(minimal(actions=[kill | {"at_s": 3}, restart])))
+
+
+def test_move_set_accepts_kafka_plan_entries():
+    plan = {"at_s": 1, "kind": "move_set", "partitions": [
+        {"topic": "hot", "partition": 0, "replicas": [2]},
+        {"topic": "hot", "partition": 1, "to": [3]},
+    ]}
+    sc = parse_scenario(minimal(actions=[plan]))
+    assert [(m.topic, m.partition, m.to) for m in sc.actions[0].moves()] == [("hot", 0, [2]), ("hot", 1, [3])]
+
+
+def test_set_overrides(tmp_path):
+    sc = load_scenario(REASSIGN_ONE, [
+        "workload.produce_rate_msgs_per_s=1000",
+        "prefill.topics=[hot]",
+        "system.kind=shared",  # pins the system.kind matrix axis
+        "system.extra.log.segment.bytes=1048576",  # config names keep their dots
+        "actions.0.to=[2]",
+        "checks.max_move_seconds=5",
+    ])
+    assert sc.workload.produce_rate_msgs_per_s == 1000
+    assert sc.prefill.topics == ["hot"]
+    assert sc.system.kind == "shared"
+    assert sc.system.extra == {"log.segment.bytes": "1048576"}
+    assert sc.actions[0].to == [2]
+    assert sc.checks.max_move_seconds == 5
+    assert list(sc.matrix) == ["prefill.bytes_per_partition"]
+    assert [rid for rid, _ in expand(sc)] == [
+        "reassign-one__prefill.bytes_per_partition=8MiB",
+        "reassign-one__prefill.bytes_per_partition=32MiB",
+    ]
+    both = load_scenario(REASSIGN_ONE, ["system.kind=shared", "prefill.bytes_per_partition=1GiB"])
+    assert both.matrix == {} and both.prefill.bytes_per_partition == 2**30
+    assert [rid for rid, _ in expand(both)] == ["reassign-one"]
+    # --set can replace the matrix as well.
+    sc = load_scenario(REASSIGN_ONE, ["matrix={}", "matrix.workload.producers=[1,2]"])
+    assert [run.workload.producers for _, run in expand(sc)] == [1, 2]
+    with pytest.raises(ScenarioError, match="expected key.path=value"):
+        load_scenario(REASSIGN_ONE, ["workload.producers"])
+    with pytest.raises(ScenarioError, match=r"actions\.5\.to: cannot --set: actions is a list of 1"):
+        load_scenario(REASSIGN_ONE, ["actions.5.to=[2]"])
+    with pytest.raises(ScenarioError, match=r"workload\.bogus: unknown field"):
+        load_scenario(REASSIGN_ONE, ["workload.bogus=1"])
+
+
+def test_yaml_problems(tmp_path):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: a\nname: b\n")
+    with pytest.raises(ScenarioError, match="dup.yaml: <file>: invalid YAML.*duplicate key 'name'"):
+        load_scenario(dup)
+    with pytest.raises(ScenarioError, match="missing.yaml: <file>: cannot read"):
+        load_scenario(tmp_path / "missing.yaml")
+
+
+def test_to_yaml_round_trips():
+    sc = load_scenario(REASSIGN_ONE)
+    again = parse_scenario(yaml.safe_load(sc.to_yaml()))
+    assert again == sc
+    assert again.resolved()["system"]["wal_upload_threshold_bytes"] == 64 * 2**20
+
+
+def test_models_are_frozen():
+    sc = load_scenario(REASSIGN_ONE)
+    with pytest.raises(Exception):
+        sc.system.brokers = 5
+
+
+def test_byte_sizes():
+    assert parse_bytes("256MiB") == 256 * 2**20
+    assert parse_bytes("1.5 GiB") == 3 * 2**29
+    assert parse_bytes("100MB") == 100_000_000
+    assert parse_bytes(4096) == 4096
+    for bad in ("12 parsecs", "4k", "0.5B", True):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+    assert format_bytes(64 * 2**20) == "64MiB" and format_bytes(1000) == "1000B"
