@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from bench import reassign
 from bench.cluster import Cluster, ClusterError
 
 
@@ -61,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--timeout", type=float, default=60.0)
     cl.add_argument("--json", action="store_true", help="status as JSON")
     cl.set_defaults(func=cmd_cluster)
+
+    reassign.add_parser(sub)
     return p
 
 
@@ -68,7 +71,7 @@ def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
     try:
         sys.exit(args.func(args))
-    except ClusterError as e:
+    except (ClusterError, reassign.PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -106,6 +106,8 @@ class Cluster:
         self.controller_config = dict(controller_config or {})
         self.controller: Proc | None = None
         self.brokers: dict[int, Proc] = {}
+        self.object_store: Proc | None = None  # --system shared: embedded S3 server
+        self.object_store_info: dict = {}
 
     # -- paths ----------------------------------------------------------------
     @property
@@ -177,6 +179,7 @@ class Cluster:
                 raise ClusterError(f"a cluster is already running in {self.dir}; stop it first")
         os.makedirs(os.path.join(self.dir, "run"), exist_ok=True)
         try:
+            self.start_object_store(timeout)
             self.start_controller(timeout)
             for bid in range(1, self.n_brokers + 1):
                 self.start_broker(bid, timeout=timeout, wait=False)
@@ -266,7 +269,21 @@ class Cluster:
 
     def extra_processes(self) -> list[Proc]:
         """Processes besides controller and brokers (e.g. an embedded object store)."""
-        return []
+        return [self.object_store] if getattr(self, "object_store", None) else []
+
+    # -- shared storage: the object store (systems/shared/launch.py) --------------------
+    def start_object_store(self, timeout: float = 60.0) -> None:
+        """--system shared: start the embedded SeaweedFS, or take s3.endpoint from the config.
+        A restart reuses its port, data and credentials."""
+        if self.system == "shared":
+            from systems.shared.launch import start_object_store
+            start_object_store(self, timeout)
+            self.save()
+
+    def stop_object_store(self) -> None:
+        if self.system == "shared":
+            from systems.shared.launch import stop_object_store
+            stop_object_store(self)
 
     def status(self) -> dict:
         procs = {}
@@ -287,7 +304,9 @@ class Cluster:
         return {"system": self.system, "dir": self.dir, "bootstrap": self.bootstrap, "config": self.config,
                 "controller_config": self.controller_config, "n_brokers": self.n_brokers,
                 "controller": asdict(self.controller) if self.controller else None,
-                "brokers": [asdict(p) for _, p in sorted(self.brokers.items())]}
+                "brokers": [asdict(p) for _, p in sorted(self.brokers.items())],
+                "object_store": asdict(self.object_store) if getattr(self, "object_store", None) else None,
+                "object_store_info": getattr(self, "object_store_info", {})}
 
     def save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
@@ -309,6 +328,8 @@ class Cluster:
         c.config, c.controller_config = d["config"], d.get("controller_config", {})
         c.controller = Proc(**d["controller"]) if d["controller"] else None
         c.brokers = {p["id"]: Proc(**p) for p in d["brokers"]}
+        c.object_store = Proc(**d["object_store"]) if d.get("object_store") else None
+        c.object_store_info = d.get("object_store_info") or {}
         return c
 
     def __enter__(self) -> "Cluster":

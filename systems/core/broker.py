@@ -602,8 +602,7 @@ class Broker:
         return R(version=header.request_api_version, throttle_time_ms=0, error_code=0, error_message=None,
                  endpoint_type=1, cluster_id=self.cluster_id, controller_id=self.controller_id(),
                  brokers=[R.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack,
-                                                  is_fenced=b.fenced) for b in brokers],
-                 cluster_authorized_operations=-2147483648)
+                                                  is_fenced=b.fenced) for b in brokers])
 
 
 def load_backend(system: str):

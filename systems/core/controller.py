@@ -105,11 +105,25 @@ class Controller:
         last = self.metalog.append(recs)
         for i, r in enumerate(recs):
             self.image.apply(start + i, r)
+            self._journal(r)
             for ext in self.extensions:
                 ext.on_record(start + i, r)
         self._new_records.set()
         self._new_records = asyncio.Event()
         return last
+
+    def _journal(self, r: dict) -> None:
+        """Leader and ISR changes, with timestamps, for the harness."""
+        if r["type"] not in ("partition", "partition_change"):
+            return
+        ti = self.image.topics_by_id.get(r["topic_id"])
+        if ti is None:
+            return
+        if "leader" in r:
+            self.events.emit("leader_change", topic=ti.name, partition=r["partition"], leader=r["leader"],
+                             leader_epoch=r.get("leader_epoch"))
+        if "isr" in r:
+            self.events.emit("isr_change", topic=ti.name, partition=r["partition"], isr=r["isr"])
 
     # -- elections ----------------------------------------------------------
     def is_live(self, broker_id: int) -> bool:

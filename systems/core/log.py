@@ -260,10 +260,22 @@ class LocalLog:
         return None
 
     def truncate_to(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            self.reset_to(self.log_start_offset)
+            return
         while len(self.segments) > 1 and self.segments[-1].base >= offset:
             self.segments.pop().delete_files()
             self._seg_bases.pop()
         self.segments[-1].truncate_to(offset)
+
+    def reset_to(self, offset: int) -> None:
+        """Drop everything and restart the log empty at `offset` (a follower
+        whose leader no longer has the offsets it holds)."""
+        for seg in self.segments:
+            seg.delete_files()
+        self.segments = [Segment(self.dir, offset)]
+        self._seg_bases = [offset]
+        self.log_start_offset = offset
 
     def flush(self) -> None:
         for s in self.segments:

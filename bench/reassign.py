@@ -1,0 +1,296 @@
+"""`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
+
+  --execute [--throttle BYTES_PER_S] [--additional]   start the moves in a plan
+  --verify                                            per-partition status; clears
+                                                      throttles once all are done
+  --cancel                                            cancel the plan's moves
+  --list                                              ongoing reassignments
+  --generate --topics-to-move-json-file F --broker-list 1,2
+                                                      propose a plan
+
+Plans are Kafka's JSON: {"version":1,"partitions":[{"topic","partition","replicas"}]}.
+Throttles follow the Kafka tool: the rate goes on every broker involved
+(leader.replication.throttled.rate and follower.replication.throttled.rate), the
+existing replicas are listed as leader-throttled and the new ones as
+follower-throttled, so only the move's traffic is capped.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+from kafka import TopicPartition
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import KafkaError
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+class PlanError(Exception):
+    """The plan file is unreadable or invalid; the message says where."""
+
+
+def load_plan(path: str) -> list[dict]:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise PlanError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("partitions"), list):
+        raise PlanError(f'{path}: expected {{"version":1,"partitions":[...]}}')
+    if plan.get("version", 1) != 1:
+        raise PlanError(f"{path}: unsupported plan version {plan.get('version')!r} (only 1)")
+    out, seen = [], set()
+    for i, p in enumerate(plan["partitions"]):
+        where = f"{path}: partitions[{i}]"
+        if not isinstance(p, dict):
+            raise PlanError(f"{where}: expected an object")
+        topic, part, reps = p.get("topic"), p.get("partition"), p.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise PlanError(f"{where}: 'topic' must be a non-empty string")
+        if not isinstance(part, int) or part < 0:
+            raise PlanError(f"{where}: 'partition' must be a non-negative integer")
+        if reps is not None and (not isinstance(reps, list) or not all(isinstance(r, int) for r in reps)):
+            raise PlanError(f"{where}: 'replicas' must be a list of broker ids")
+        if (topic, part) in seen:
+            raise PlanError(f"{where}: partition {topic}-{part} appears twice")
+        seen.add((topic, part))
+        out.append({"topic": topic, "partition": part, "replicas": reps})
+    return out
+
+
+def _admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000, client_id="bench-reassign")
+
+
+def current_assignment(admin: KafkaAdminClient, topics) -> dict[tuple[str, int], list[int]]:
+    out = {}
+    for t in admin.describe_topics(sorted(set(topics))):
+        if t["error_code"]:
+            continue
+        for p in t["partitions"]:
+            out[(t["name"], p["partition_index"])] = list(p["replica_nodes"])
+    return out
+
+
+def _plan_json(assign: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
+                                                    for (t, p), r in sorted(assign.items())]})
+
+
+def _alter_configs(admin: KafkaAdminClient, resources: list[ConfigResource]) -> None:
+    if resources:
+        admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+
+
+def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: bool, out=sys.stdout) -> int:
+    admin = _admin(bootstrap)
+    try:
+        current = current_assignment(admin, [p["topic"] for p in plan])
+        missing = [f"{p['topic']}-{p['partition']}" for p in plan if (p["topic"], p["partition"]) not in current]
+        if missing:
+            print(f"error: unknown topic or partition: {', '.join(missing)}", file=out)
+            return 1
+        ongoing = admin.list_partition_reassignments()
+        if ongoing and not additional:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in ongoing)
+            print(f"error: cannot execute because there is an existing partition reassignment ({names}). "
+                  "Use --additional to add to it.", file=out)
+            return 1
+        print("Current partition replica assignment\n", file=out)
+        print(_plan_json({(p["topic"], p["partition"]): current[(p["topic"], p["partition"])] for p in plan}),
+              file=out)
+        print("\nSave this to use as the --reassignment-json-file option during rollback", file=out)
+        if throttle is not None:
+            set_throttles(admin, plan, current, throttle)
+            print("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
+                  "the throttle is removed.", file=out)
+            print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
+        results = admin.alter_partition_reassignments(
+            {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
+        failed = {tp: err for tp, err in results.items() if err is not None}
+        ok = [tp for tp in results if tp not in failed]
+        if ok:
+            print("Successfully started partition reassignment" + ("s" if len(ok) > 1 else "") + " for "
+                  + ",".join(f"{tp.topic}-{tp.partition}" for tp in ok), file=out)
+        for tp, err in failed.items():
+            print(f"Error reassigning partition(s): {tp.topic}-{tp.partition}: {err.__name__}: "
+                  f"{getattr(err, 'description', '')}", file=out)
+        return 1 if failed else 0
+    finally:
+        admin.close()
+
+
+def set_throttles(admin, plan, current, rate: int) -> None:
+    brokers = set()
+    leader_list, follower_list = defaultdict(list), defaultdict(list)
+    for p in plan:
+        cur = current[(p["topic"], p["partition"])]
+        target = p["replicas"] or []
+        brokers |= set(cur) | set(target)
+        leader_list[p["topic"]] += [f"{p['partition']}:{b}" for b in cur]
+        follower_list[p["topic"]] += [f"{p['partition']}:{b}" for b in target if b not in cur]
+    resources = [ConfigResource(ConfigResourceType.BROKER, str(b), configs={k: (AlterConfigOp.SET, str(rate))
+                                                                           for k in RATE_KEYS})
+                 for b in sorted(brokers)]
+    for topic in sorted(set(leader_list) | set(follower_list)):
+        resources.append(ConfigResource(ConfigResourceType.TOPIC, topic, configs={
+            REPLICA_KEYS[0]: (AlterConfigOp.SET, ",".join(leader_list[topic])),
+            REPLICA_KEYS[1]: (AlterConfigOp.SET, ",".join(follower_list[topic]))}))
+    _alter_configs(admin, resources)
+
+
+def clear_throttles(admin, brokers: list[int], topics: list[str], out) -> None:
+    resources = [ConfigResource(ConfigResourceType.BROKER, str(b), configs={k: (AlterConfigOp.DELETE, None)
+                                                                           for k in RATE_KEYS})
+                 for b in brokers]
+    resources += [ConfigResource(ConfigResourceType.TOPIC, t, configs={k: (AlterConfigOp.DELETE, None)
+                                                                      for k in REPLICA_KEYS})
+                  for t in topics]
+    _alter_configs(admin, resources)
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}", file=out)
+    for t in topics:
+        print(f"Clearing topic-level throttles on topic {t}", file=out)
+
+
+def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
+    """0 when every move is complete, 1 if one is still in progress or differs."""
+    admin = _admin(bootstrap)
+    try:
+        ongoing = admin.list_partition_reassignments()
+        current = current_assignment(admin, [p["topic"] for p in plan])
+        print("Status of partition reassignment:", file=out)
+        done = True
+        for p in plan:
+            name = f"{p['topic']}-{p['partition']}"
+            key = (p["topic"], p["partition"])
+            if TopicPartition(*key) in ongoing:
+                print(f"Reassignment of partition {name} is still in progress.", file=out)
+                done = False
+            elif key not in current:
+                print(f"Partition {name} does not exist.", file=out)
+                done = False
+            elif p["replicas"] is not None and current[key] != p["replicas"]:
+                print(f"There is no active reassignment of partition {name}, but replica set is "
+                      f"{current[key]} rather than {p['replicas']}.", file=out)
+                done = False
+            else:
+                print(f"Reassignment of partition {name} is completed.", file=out)
+        if done and not ongoing:
+            brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
+            clear_throttles(admin, brokers, sorted({p["topic"] for p in plan}), out)
+        return 0 if done else 1
+    finally:
+        admin.close()
+
+
+def cancel(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
+    admin = _admin(bootstrap)
+    try:
+        results = admin.alter_partition_reassignments({TopicPartition(p["topic"], p["partition"]): None
+                                                       for p in plan})
+        rc = 0
+        for tp, err in sorted(results.items()):
+            if err is None:
+                print(f"Successfully cancelled partition reassignment for {tp.topic}-{tp.partition}", file=out)
+            else:
+                print(f"Error cancelling {tp.topic}-{tp.partition}: {err.__name__}", file=out)
+                rc = 1
+        return rc
+    finally:
+        admin.close()
+
+
+def list_ongoing(bootstrap: str, out=sys.stdout) -> int:
+    admin = _admin(bootstrap)
+    try:
+        ongoing = admin.list_partition_reassignments()
+        if not ongoing:
+            print("No partition reassignments found.", file=out)
+        for tp, st in sorted(ongoing.items()):
+            print(f"{tp.topic}-{tp.partition}: replicas: {st['replicas']}, adding: {st['adding_replicas']}, "
+                  f"removing: {st['removing_replicas']}", file=out)
+        return 0
+    finally:
+        admin.close()
+
+
+def generate(bootstrap: str, topics_file: str, broker_list: str, out=sys.stdout) -> int:
+    try:
+        with open(topics_file) as f:
+            spec = json.load(f)
+        topics = [t["topic"] for t in spec["topics"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PlanError(f'{topics_file}: expected {{"topics":[{{"topic":"name"}}],"version":1}} ({e})') from None
+    try:
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise PlanError(f"--broker-list must be comma-separated broker ids, got {broker_list!r}") from None
+    if not brokers:
+        raise PlanError("--broker-list is empty")
+    admin = _admin(bootstrap)
+    try:
+        current = current_assignment(admin, topics)
+    finally:
+        admin.close()
+    proposed = {}
+    for i, (key, reps) in enumerate(sorted(current.items())):
+        rf = min(len(reps), len(brokers))
+        proposed[key] = [brokers[(i + j) % len(brokers)] for j in range(rf)]
+    print("Current partition replica assignment", file=out)
+    print(_plan_json(current), file=out)
+    print("Proposed partition reassignment configuration", file=out)
+    print(_plan_json(proposed), file=out)
+    return 0
+
+
+def run(args) -> int:
+    verbs = [v for v in ("execute", "verify", "cancel", "list", "generate") if getattr(args, v)]
+    if len(verbs) != 1:
+        raise PlanError("give exactly one of --execute, --verify, --cancel, --list, --generate")
+    verb = verbs[0]
+    try:
+        if verb == "list":
+            return list_ongoing(args.bootstrap_server)
+        if verb == "generate":
+            if not args.topics_to_move_json_file or not args.broker_list:
+                raise PlanError("--generate needs --topics-to-move-json-file and --broker-list")
+            return generate(args.bootstrap_server, args.topics_to_move_json_file, args.broker_list)
+        if not args.reassignment_json_file:
+            raise PlanError(f"--{verb} needs --reassignment-json-file")
+        plan = load_plan(args.reassignment_json_file)
+        if verb == "execute":
+            for p in plan:
+                if p["replicas"] is None or not p["replicas"]:
+                    raise PlanError(f"{p['topic']}-{p['partition']}: the replica list must not be empty")
+                if len(set(p["replicas"])) != len(p["replicas"]):
+                    raise PlanError(f"{p['topic']}-{p['partition']}: duplicate replicas in {p['replicas']}")
+            if args.throttle is not None and args.throttle <= 0:
+                raise PlanError("--throttle must be a positive number of bytes per second")
+            return execute(args.bootstrap_server, plan, args.throttle, args.additional)
+        if verb == "verify":
+            return verify(args.bootstrap_server, plan)
+        return cancel(args.bootstrap_server, plan)
+    except KafkaError as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("reassign", help="partition reassignment, kafka-reassign-partitions style",
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--reassignment-json-file", metavar="PLAN.json")
+    for verb in ("execute", "verify", "cancel", "list", "generate"):
+        p.add_argument(f"--{verb}", action="store_true")
+    p.add_argument("--throttle", type=int, metavar="BYTES_PER_S", help="with --execute: cap the move's traffic")
+    p.add_argument("--additional", action="store_true", help="with --execute: add to ongoing reassignments")
+    p.add_argument("--topics-to-move-json-file", metavar="TOPICS.json")
+    p.add_argument("--broker-list", metavar="1,2,3")
+    p.set_defaults(func=run)
