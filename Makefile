@@ -19,12 +19,12 @@ test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
 
 # The main job.
-bench: $(STAMP)
-	$(PY) -m bench smoke
+bench: bench-throughput
 
-# Broker throughput benchmarks (pytest-benchmark), recorded in README.
+# Broker throughput and replication benchmarks (pytest-benchmark), recorded in README.
 bench-throughput: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider tests/benchmarks --benchmark-only --benchmark-columns=median,min,max,rounds -q
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_broker_throughput.py tests/benchmarks/test_replication_bench.py \
+		--benchmark-only --benchmark-columns=median,min,max,rounds -q -s
 
 clean:
 	rm -rf $(VENV) results/*/ .pytest_cache

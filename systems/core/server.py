@@ -128,6 +128,9 @@ class KafkaServer:
                 wake.set()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            # Shutdown: asyncio's stream callback would log a cancelled handler as an error.
+            pass
         finally:
             closing = True
             wake.set()
