@@ -234,23 +234,32 @@ class SharedController(ControllerExtension):
             self.ctl.commit(recs)
             return {"data": data.to_dict(), "meta": meta.to_dict()}
 
-    async def commit_object(self, broker: int, broker_epoch: int, key: str, size: int, ranges: list[dict]):
+    async def commit_object(self, broker: int, broker_epoch: int, objects: list[dict]):
+        """objects: [{key, size, ranges}], committed together (one record per object)."""
         async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
-            ok, rejected = [], {}
-            for r in ranges:
-                s = self.reg.streams.get(r["stream_id"])
-                if s is None:
-                    rejected[str(r["stream_id"])] = STREAM_NOT_FOUND
-                elif (s.state != OPENED or s.owner != broker or s.owner_epoch != broker_epoch
-                      or s.epoch != r["epoch"]):
-                    rejected[str(r["stream_id"])] = STREAM_FENCED
-                elif s.kind == "data" and r["start"] != s.end:
-                    rejected[str(r["stream_id"])] = STREAM_OUT_OF_ORDER
-                else:
-                    ok.append(r)
-            self.ctl.commit([{"type": "stream_commit", "key": key, "size": size,
-                              "writer": {"broker": broker, "broker_epoch": broker_epoch}, "ranges": ok}])
+            rejected: dict[str, int] = {}
+            ends: dict[int, int] = {}
+            recs = []
+            for o in objects:
+                ok = []
+                for r in o["ranges"]:
+                    sid = r["stream_id"]
+                    s = self.reg.streams.get(sid)
+                    if s is None:
+                        rejected[str(sid)] = STREAM_NOT_FOUND
+                    elif (s.state != OPENED or s.owner != broker or s.owner_epoch != broker_epoch
+                          or s.epoch != r["epoch"]):
+                        rejected[str(sid)] = STREAM_FENCED
+                    elif s.kind == "data" and r["start"] != ends.get(sid, s.end):
+                        rejected.setdefault(str(sid), STREAM_OUT_OF_ORDER)
+                    else:
+                        ok.append(r)
+                        ends[sid] = r["end"]
+                if ok:
+                    recs.append({"type": "stream_commit", "key": o["key"], "size": o["size"],
+                                 "writer": {"broker": broker, "broker_epoch": broker_epoch}, "ranges": ok})
+            self.ctl.commit(recs)
             return {"rejected": rejected, "offset": self.ctl.metalog.end_offset - 1}
 
     async def close_streams(self, broker: int, broker_epoch: int, topic_id: str, partition: int,
@@ -277,7 +286,6 @@ class SharedController(ControllerExtension):
 
     # -- background: failover, move timeouts, garbage ---------------------------------
     async def run(self) -> None:
-        await self.store.aensure_bucket() if False else None
         n = 0
         while True:
             await asyncio.sleep(0.2)

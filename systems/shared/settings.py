@@ -34,6 +34,8 @@ DEFAULTS = {
     "wal.max.pending.bytes": 128 * MiB,  # appended but not yet durable: above it, produce is refused
     "wal.upload.threshold.bytes": 32 * MiB,  # durable but not yet in stream objects
     "wal.upload.interval.ms": 10000,
+    "wal.upload.max.backlog.bytes": 128 * MiB,  # above it WAL writes (so acks) wait for uploads
+    "s3.upload.part.bytes": 8 * MiB,  # an upload is split into objects of this size, PUT in parallel
     "log.cache.bytes": 256 * MiB,  # per broker: tail kept in memory after upload
     "s3.read.block.bytes": 8 * MiB,  # object range read size for cold fetches
     "shared.move.timeout.ms": 15000,  # controller elects the target anyway after this
@@ -70,6 +72,8 @@ class SharedSettings:
     wal_max_pending_bytes: int
     upload_threshold_bytes: int
     upload_interval_s: float
+    upload_max_backlog_bytes: int
+    upload_part_bytes: int
     cache_bytes: int
     read_block_bytes: int
     move_timeout_s: float
@@ -84,6 +88,8 @@ class SharedSettings:
             wal_max_pending_bytes=_int(cfg, "wal.max.pending.bytes"),
             upload_threshold_bytes=_int(cfg, "wal.upload.threshold.bytes"),
             upload_interval_s=_int(cfg, "wal.upload.interval.ms") / 1000,
+            upload_max_backlog_bytes=_int(cfg, "wal.upload.max.backlog.bytes"),
+            upload_part_bytes=_int(cfg, "s3.upload.part.bytes"),
             cache_bytes=_int(cfg, "log.cache.bytes"),
             read_block_bytes=_int(cfg, "s3.read.block.bytes"),
             move_timeout_s=_int(cfg, "shared.move.timeout.ms") / 1000,
@@ -116,7 +122,7 @@ def s3_config(cfg: dict) -> S3Config:
         upload_bytes_per_s=_opt_float(cfg, "s3.upload.bytes.per.s"),
         download_bytes_per_s=_opt_float(cfg, "s3.download.bytes.per.s"),
         max_concurrency=_int(cfg, "s3.max.concurrency"),
-        connect_timeout_s=2.0, read_timeout_s=20.0, max_retries=1,
+        connect_timeout_s=10.0, read_timeout_s=30.0, max_retries=1,
     )
 
 

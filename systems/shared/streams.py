@@ -60,6 +60,7 @@ class StreamRegistry:
         self.failovers: dict[tuple[int, int], dict] = {}
         self.dead: set[tuple[int, int]] = set()  # broker incarnations failed over
         self.next_move_id = 1
+        self.last_move: dict[tuple[str, int], dict] = {}  # kept after the move is done
 
     # -- queries --------------------------------------------------------------
     def partition_streams(self, topic_id: str, partition: int) -> tuple[Stream | None, Stream | None]:
@@ -122,6 +123,7 @@ class StreamRegistry:
                 self.moves.pop(key)
         elif t == "shared_move":
             self.moves[(rec["topic_id"], rec["partition"])] = rec
+            self.last_move[(rec["topic_id"], rec["partition"])] = rec
             self.next_move_id = max(self.next_move_id, rec["move_id"] + 1)
         elif t == "shared_move_done":
             m = self.moves.get((rec["topic_id"], rec["partition"]))
