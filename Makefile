@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
 
-# The main job.
-bench: bench-throughput
+# The main job: both systems, reassign-one at two partition sizes and broker-loss,
+# then the comparison table.
+bench: $(STAMP)
+	$(PY) -m bench suite default
 
 # Broker throughput and replication benchmarks (pytest-benchmark), recorded in README.
 bench-throughput: $(STAMP)

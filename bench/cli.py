@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from bench import reassign
-from bench.cluster import Cluster, ClusterError
+from bench import reassign, run_cli
+from bench.cluster import Cluster, ClusterError, _alive
 
 
 def _kv(items: list[str]) -> dict:
@@ -37,6 +37,10 @@ def cmd_cluster(args) -> int:
         fenced = {b["id"]: b["fenced"] for b in st.get("controller", {}).get("brokers", [])}
         ctl = c.controller
         print(f"  controller  {ctl.host}:{ctl.port}  pid {ctl.pid}  {'up' if st['processes']['controller'] else 'DOWN'}")
+        if c.object_store is not None:
+            o = c.object_store
+            up = _alive(o.pid, c.dir) if o.pid else True
+            print(f"  object store {o.host}:{o.port}  pid {o.pid}  {'up' if up else 'DOWN'}")
         for bid, p in sorted(c.brokers.items()):
             up = st["processes"][f"broker-{bid}"]
             state = "DOWN" if not up else ("fenced" if fenced.get(bid, True) else "serving")
@@ -64,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.set_defaults(func=cmd_cluster)
 
     reassign.add_parser(sub)
+    run_cli.add_parsers(sub)
     return p
 
 
@@ -74,5 +79,10 @@ def main(argv=None) -> None:
     except (ClusterError, reassign.PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except Exception as e:  # run/analyze/list/suite: scenario and run errors as clear messages
+        code = run_cli.handle_errors(e)
+        if code is None:
+            raise
+        sys.exit(code)
     except KeyboardInterrupt:
         sys.exit(130)

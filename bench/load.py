@@ -1,0 +1,303 @@
+"""Load for a run: prefill, the Locust producer process, and the verifying consumer.
+
+* :func:`prefill` (runs in the runner's process) writes ``bytes_per_partition`` into each partition
+  before the measurement, fast: 64 KiB records, big batches, ``acks=1``, no idempotence. Prefill
+  records carry a ``prefill`` header and no ``id``, so the verifying consumer reads them as
+  ``msg_id -1`` (ignored by the checkers, counted per partition).
+* ``python -m bench.load SPEC.json`` (started by the runner as its own process, so Locust's gevent
+  monkey-patching never touches the runner, its threads or its cluster control) drives Locust as a
+  library: an :class:`~locust.env.Environment` with :class:`workloads.kafka_produce.KafkaProducerUser`
+  and a rate shape, a ``LocalRunner``; every send attempt becomes a ``send`` row in its own
+  history file (``SPEC.history_path``), which the runner merges into the run's history. It prints
+  one JSON object per line on stdout: ``{"event": "started", "ts"}`` when the users start (the
+  run's time zero for actions), ``{"event": "progress", ...}`` every 0.5 s and
+  ``{"event": "finished", ...}`` (with Locust's own request stats) at the end. After
+  ``duration_s`` it stops sending, waits up to ``drain_s`` for outstanding acks, purges the rest
+  (reported as fail/info) and exits. SIGTERM/SIGINT end it early the same way (drain 2 s).
+* :func:`verify` (runner's process) reads every partition from offset 0 to its high watermark
+  after the load, as ``read`` rows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from workloads.messages import PREFILL_HEADER, parse_headers
+
+PREFILL_RECORD_BYTES = 64 * 1024
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Prefill
+
+
+def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int, *,
+            record_bytes: int = PREFILL_RECORD_BYTES, timeout_s: float = 300.0) -> dict[tuple[str, int], dict]:
+    """Write ``bytes_per_partition`` value bytes into each (topic, partition). Returns per
+    partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed
+    record or if it does not finish within ``timeout_s``."""
+    from confluent_kafka import Producer
+
+    tps = list(tps)
+    out = {tp: {"bytes": 0, "messages": 0, "first_offset": None, "last_offset": None} for tp in tps}
+    if bytes_per_partition <= 0 or not tps:
+        return out
+    errors: list[str] = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
+                  "linger.ms": 20, "batch.size": 1_000_000, "batch.num.messages": 100_000,
+                  "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
+                  "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),
+                  "client.id": "prefill"})
+    filler = bytes(range(256)) * (record_bytes // 256 + 1)
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
+            return
+        rec = out[(msg.topic(), msg.partition())]
+        rec["bytes"] += len(msg.value())
+        rec["messages"] += 1
+        off = msg.offset()
+        rec["first_offset"] = off if rec["first_offset"] is None else min(rec["first_offset"], off)
+        rec["last_offset"] = off if rec["last_offset"] is None else max(rec["last_offset"], off)
+
+    deadline = time.monotonic() + timeout_s
+    # Interleave partitions so all of them fill in parallel.
+    remaining = {tp: bytes_per_partition for tp in tps}
+    headers = [(PREFILL_HEADER, b"1")]
+    while remaining:
+        for tp in list(remaining):
+            n = min(record_bytes, remaining[tp])
+            while True:
+                try:
+                    p.produce(tp[0], value=filler[:n], partition=tp[1], headers=headers, on_delivery=cb)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+                    if time.monotonic() > deadline:
+                        raise LoadError(f"prefill did not finish within {timeout_s:.0f}s")
+            remaining[tp] -= n
+            if remaining[tp] <= 0:
+                del remaining[tp]
+        p.poll(0)
+        if errors:
+            break
+    left = p.flush(max(0.0, deadline - time.monotonic()))
+    if errors:
+        raise LoadError(f"prefill failed: {errors[0]} ({len(errors)} failed record(s))")
+    if left:
+        raise LoadError(f"prefill: {left} record(s) not acknowledged within {timeout_s:.0f}s")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Verifying consumer
+
+
+def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[list[dict]], None], *,
+           timeout_s: float = 120.0, group: str = "bench-verify") -> dict[tuple[str, int], dict]:
+    """Read every partition from offset 0 to the high watermark it has now; ``on_rows`` gets
+    batches of ``read`` rows (harness messages with their id; prefill records as msg_id -1 are
+    only counted). Returns per partition ``{high_watermark, read, prefill_read, complete,
+    error}``; bounded by ``timeout_s`` (a partition that cannot be read is reported incomplete)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    tps = list(tps)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                  "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                  "client.id": "verify"})
+    stats = {tp: {"high_watermark": None, "read": 0, "prefill_read": 0, "complete": False, "error": None}
+             for tp in tps}
+    deadline = time.monotonic() + timeout_s
+    try:
+        for tp in tps:
+            while True:
+                try:
+                    _, hi = c.get_watermark_offsets(TopicPartition(tp[0], tp[1]), timeout=5, cached=False)
+                    stats[tp]["high_watermark"] = hi
+                    break
+                except Exception as exc:  # offline partition: retry until the deadline
+                    stats[tp]["error"] = f"watermark: {exc}"
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+        todo = {tp for tp in tps if stats[tp]["high_watermark"] is not None}
+        for tp in todo:
+            stats[tp]["error"] = None
+            if stats[tp]["high_watermark"] == 0:
+                stats[tp]["complete"] = True
+        todo = {tp for tp in todo if not stats[tp]["complete"]}
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in todo])
+        pos = {tp: -1 for tp in todo}
+        while todo and time.monotonic() < deadline:
+            rows: list[dict] = []
+            for m in c.consume(5000, 0.5):
+                err = m.error()
+                tp = (m.topic(), m.partition())
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF and tp in stats:
+                        stats[tp]["error"] = err.str()
+                    continue
+                off = m.offset()
+                st = stats.get(tp)
+                if st is None:
+                    continue
+                msg_id, producer = parse_headers(m.headers())
+                st["read"] += 1
+                if msg_id < 0:
+                    st["prefill_read"] += 1
+                else:
+                    rows.append({"kind": "read", "ts": time.time(), "msg_id": msg_id, "producer": producer,
+                                 "topic": tp[0], "partition": tp[1], "outcome": "ok", "offset": off,
+                                 "size_bytes": len(m.value() or b"")})
+                pos[tp] = max(pos.get(tp, -1), off)
+                if tp in todo and off + 1 >= st["high_watermark"]:
+                    st["complete"] = True
+                    todo.discard(tp)
+            if rows:
+                on_rows(rows)
+        for tp in todo:
+            stats[tp]["error"] = stats[tp]["error"] or f"timed out at offset {pos.get(tp)}"
+    finally:
+        c.close()
+    return stats
+
+
+# --------------------------------------------------------------------------------------------
+# The Locust load process
+
+
+class LiveStats:
+    """Counters the producer users update per delivery report (for progress lines)."""
+
+    def __init__(self) -> None:
+        self.sent = self.acked = self.failed = self.info = 0
+        self.produced = 0  # produce() calls (sent counts delivery outcomes)
+        self.skipped = 0  # sends skipped because the user fell > 1 s behind its rate
+        self.acked_bytes = 0
+        self._lat: list[float] = []
+
+    def record(self, outcome: str, ts: float, ack_ts: float | None, size: int) -> None:
+        self.sent += 1
+        if outcome == "ok":
+            self.acked += 1
+            self.acked_bytes += size
+            self._lat.append((ack_ts - ts) * 1000.0)
+        elif outcome == "fail":
+            self.failed += 1
+        else:
+            self.info += 1
+
+    def take_latencies(self) -> list[float]:
+        lat, self._lat = self._lat, []
+        return lat
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def drive(spec: dict[str, Any]) -> int:
+    """Run the Locust producer load described by ``spec`` (see :func:`bench.runner.load_spec`)."""
+    import locust  # noqa: F401  (first: gevent monkey-patching)
+    import gevent
+    import signal
+
+    from locust.env import Environment
+
+    from bench.history import HistoryWriter
+    from workloads import kafka_produce as kp
+    from workloads.shapes import make_shape
+
+    writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
+    stats = LiveStats()
+    topics = ",".join(f"{t['name']}:{t['partitions']}" for t in spec["topics"])
+    opts = kp.options(
+        kafka_bootstrap=spec["bootstrap"], kafka_topics=topics, kafka_message_bytes=spec["message_bytes"],
+        kafka_rate=spec["rate"], kafka_users=spec["producers"], kafka_key_distribution=spec["key_distribution"],
+        kafka_shape=spec["shape"]["kind"], kafka_duration_s=spec["duration_s"], kafka_drain_s=spec["drain_s"],
+        kafka_producer_config=json.dumps(spec.get("producer_config") or {}),
+    )
+    shape_params = {k: v for k, v in spec["shape"].items() if k != "kind"}
+    shape = make_shape(spec["shape"]["kind"], spec["rate"], spec["duration_s"], spec["producers"], hold=True,
+                       **shape_params)
+    env = Environment(user_classes=[kp.KafkaProducerUser], shape_class=shape, parsed_options=opts,
+                      events=locust.events)
+    env.kafka_history = writer
+    env.kafka_stats = stats
+    runner = env.create_local_runner()
+    from gevent.event import Event
+
+    stop_early = Event()
+    gevent.signal_handler(signal.SIGTERM, stop_early.set)
+    gevent.signal_handler(signal.SIGINT, stop_early.set)
+
+    def progress() -> None:
+        last_t, last_acked = time.monotonic(), 0
+        while True:
+            gevent.sleep(0.5)
+            now = time.monotonic()
+            lat = stats.take_latencies()
+            _emit({"event": "progress", "ts": time.time(), "t": now - t0, "users": runner.user_count,
+                   "target_rate": shape.rate_at(), "produced": stats.produced,
+                   "skipped": stats.skipped, "queued": stats.produced - stats.sent, "sent": stats.sent, "acked": stats.acked,
+                   "failed": stats.failed, "info": stats.info,
+                   "rate": (stats.acked - last_acked) / max(1e-6, now - last_t),
+                   "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99)})
+            last_t, last_acked = now, stats.acked
+
+    t0 = time.monotonic()
+    started = time.time()
+    runner.start_shape()
+    _emit({"event": "started", "ts": started})
+    reporter = gevent.spawn(progress)
+    end = t0 + float(spec["duration_s"])
+    while time.monotonic() < end and not stop_early.is_set():
+        stop_early.wait(min(0.2, max(0.0, end - time.monotonic())))
+    early = stop_early.is_set()
+    purged = kp.drain_all(2.0 if early else float(spec["drain_s"]))
+    runner.quit()
+    reporter.kill()
+    writer.close()
+    total = env.stats.total
+    _emit({"event": "finished", "ts": time.time(), "early": early, "purged": purged,
+           "produced": stats.produced, "skipped": stats.skipped,
+           "sent": stats.sent, "acked": stats.acked, "failed": stats.failed, "info": stats.info,
+           "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0,
+           "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,
+                      "median_response_time_ms": total.median_response_time,
+                      "p99_response_time_ms": total.get_response_time_percentile(0.99),
+                      "avg_response_time_ms": total.avg_response_time,
+                      "total_rps": total.total_rps}})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m bench.load SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    return drive(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The ``run``, ``analyze``, ``list`` and ``suite`` subcommands of ``python -m bench``.
+
+    python -m bench run SCENARIO [--set key.path=value ...] [--results DIR] [--no-progress]
+    python -m bench analyze RUN_DIR [--write] [--json]
+    python -m bench list [--results DIR]
+    python -m bench suite default [--results DIR] [--systems replication,shared]
+
+SCENARIO is a YAML file or a built-in name (``python -m bench list`` shows them). ``run`` exits 1
+if any checker of any run *failed* (False); "unknown" verdicts are reported but do not fail the
+command; 2 for an invalid scenario (nothing started). ``analyze`` re-checks a
+stored history and prints the summary (``--write`` stores it as summary.json); it exits 1 if the
+recomputed summary differs from the stored summary.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+from bench.scenario import ScenarioError
+
+DEFAULT_SUITE = "default"
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_run(args) -> int:
+    from bench import runner
+
+    sc_path = runner.resolve_scenario(args.scenario)
+    sc = runner.load_scenario(sc_path, args.set or [])  # validated before anything starts
+    _sigterm_as_interrupt()
+    results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
+                                  keep_data=args.keep_data)
+    from bench.summary import print_comparison
+
+    print_comparison([(str(d), s) for d, s in results], title=f"{sc.name}")
+    return 1 if any(s["checks"]["valid"] is False for _, s in results) else 0
+
+
+def cmd_analyze(args) -> int:
+    from bench.summary import analyze, dumps
+
+    run_dir = Path(args.run_dir)
+    summary = analyze(run_dir)
+    stored_path = run_dir / "summary.json"
+    stored = json.loads(stored_path.read_text()) if stored_path.is_file() else None
+    same = stored == json.loads(dumps(summary))
+    if args.write:
+        stored_path.write_text(dumps(summary))
+    if args.json:
+        sys.stdout.write(dumps(summary))
+    else:
+        c = summary["checks"]
+        print(f"{run_dir}: checks valid={c['valid']} failed={c['failed']} unknown={c['unknown']}")
+        for m in summary["moves"]:
+            print(f"  move action {m['action_id']} {m['topic']}-{m['partition']} {m['from']} -> {m['to']}: "
+                  f"move_seconds={m['move_seconds']} inter_broker={m['bytes_moved_inter_broker']} "
+                  f"objstore={m['bytes_moved_objstore']} unavailable_seconds={m['unavailable_seconds']}")
+        p = summary["producer"]
+        print(f"  producer: sent={p['sent']} acked={p['acked']} failed={p['failed']} info={p['info']} "
+              f"rate={p['rate_msgs_per_s']}")
+        if stored is None:
+            print("  (no stored summary.json to compare with)")
+        else:
+            print("  matches stored summary.json" if same else "  DIFFERS from stored summary.json")
+    return 0 if (stored is None or same or args.write) else 1
+
+
+def cmd_list(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from bench import runner
+
+    console = Console()
+    t = Table(title="built-in scenarios (workloads/scenarios)")
+    t.add_column("name")
+    t.add_column("runs")
+    t.add_column("description")
+    for name, path in runner.builtin_scenarios().items():
+        try:
+            sc = runner.load_scenario(path)
+            n = len(runner.expand(sc))
+            t.add_row(name, str(n), sc.description)
+        except ScenarioError as exc:
+            t.add_row(name, "-", f"[red]invalid: {exc}[/red]")
+    console.print(t)
+    root = Path(args.results)
+    runs = sorted(root.glob("*/*/summary.json")) + sorted(root.glob("*/*/*/summary.json"))
+    t = Table(title=f"past runs ({root})")
+    for col in ("run", "system", "started", "checks", "moves", "path"):
+        t.add_column(col, overflow="fold")
+    for p in sorted(runs, key=lambda p: str(p)):
+        try:
+            s = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        moves = ", ".join(f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?"
+                          for m in s.get("moves", [])) or "-"
+        t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")),
+                  str(s.get("checks", {}).get("valid")), moves, str(p.parent))
+    console.print(t if runs else f"no runs under {root}")
+    return 0
+
+
+def cmd_suite(args) -> int:
+    from bench.suite import run_suite
+
+    _sigterm_as_interrupt()
+    return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress)
+
+
+def add_parsers(sub, default_results: str = "results") -> None:
+    r = sub.add_parser("run", help="run a scenario (a YAML file or a built-in name)")
+    r.add_argument("scenario")
+    r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a scenario field (repeatable); pins a matrix axis")
+    r.add_argument("--results", default=default_results, help="results root (default: results)")
+    r.add_argument("--no-progress", action="store_true", help="no live display")
+    r.add_argument("--keep-data", action="store_true", help="keep the cluster's data files")
+    r.set_defaults(func=cmd_run)
+
+    a = sub.add_parser("analyze", help="re-run the checkers on a stored run and rebuild its summary")
+    a.add_argument("run_dir")
+    a.add_argument("--write", action="store_true", help="store the result as summary.json")
+    a.add_argument("--json", action="store_true", help="print the whole summary")
+    a.set_defaults(func=cmd_analyze)
+
+    ls = sub.add_parser("list", help="built-in scenarios and past runs")
+    ls.add_argument("--results", default=default_results)
+    ls.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("suite", help="the default suite (make bench): both systems, reassign-one x 2 sizes, "
+                                     "broker-loss; prints the comparison table")
+    s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=[DEFAULT_SUITE])
+    s.add_argument("--results", default=default_results)
+    s.add_argument("--systems", default="replication,shared", help="comma-separated systems to include")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_suite)
+
+
+def handle_errors(exc: BaseException) -> int | None:
+    """Exit code for errors of these commands (None: not ours)."""
+    from bench.runner import RunError
+
+    if isinstance(exc, ScenarioError):
+        print(f"invalid scenario:\n{exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, (RunError, FileNotFoundError)):
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return None
+

@@ -1,0 +1,67 @@
+"""``python -m bench suite default`` (what ``make bench`` runs): both systems, ``reassign-one`` at
+two partition sizes (8 MiB and 32 MiB, replication throttle 4 MiB/s) and ``broker-loss``; then a
+comparison table. The shared-storage system is skipped, with a message, when
+``systems/shared/backend.py`` does not exist yet. Runs land in the usual places
+(``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
+``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from bench import runner
+from bench.summary import comparison_rows, print_comparison
+
+SHARED_BACKEND = runner.ROOT / "systems" / "shared" / "backend.py"
+
+SUITES = {
+    # (scenario, overrides); the system axis is set from the available systems.
+    "default": [
+        ("reassign-one", ["matrix.prefill.bytes_per_partition=[8MiB, 32MiB]"]),
+        ("broker-loss", []),
+    ],
+}
+
+
+def available_systems(requested: list[str], console: Console) -> list[str]:
+    out = []
+    for s in requested:
+        if s == "shared" and not SHARED_BACKEND.exists():
+            console.print("[yellow]skipping the shared-storage system: systems/shared/backend.py does not "
+                          "exist yet in this tree[/yellow]")
+            continue
+        out.append(s)
+    return out
+
+
+def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, systems: str = "replication,shared",
+              progress: bool = True) -> int:
+    console = Console(stderr=True)
+    chosen = available_systems([s.strip() for s in systems.split(",") if s.strip()], console)
+    if not chosen:
+        console.print("[red]no system to run[/red]")
+        return 2
+    scenarios = []
+    for ref, overrides in SUITES[name]:
+        sc = runner.load_scenario(runner.resolve_scenario(ref),
+                                  [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]"])
+        scenarios.append(sc)  # all validated before anything starts
+    ts = runner.timestamp()
+    done: list[tuple[str, dict]] = []
+    for sc in scenarios:
+        out = runner.run_scenario(sc, results_root=results_root, progress=progress)
+        done.extend((str(d), s) for d, s in out)
+    suite_dir = Path(results_root) / f"suite-{name}" / ts
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    (suite_dir / "suite.json").write_text(json.dumps(
+        {"suite": name, "systems": chosen, "runs": [d for d, _ in done], "rows": comparison_rows(done)},
+        indent=2, default=str) + "\n")
+    print_comparison(done, title=f"suite {name}: move time vs partition bytes (copy vs shared storage)")
+    failed = [d for d, s in done if s.get("checks", {}).get("valid") is False or s.get("error")]
+    if failed:
+        console.print(f"[red]{len(failed)} run(s) failed or had failing checks:[/red] " + ", ".join(failed))
+        return 1
+    return 0

@@ -1,0 +1,331 @@
+"""``summary.json`` of a run: a pure function of the run's stored history and resolved scenario.
+
+:func:`build_summary` is what the runner writes and what ``python -m bench analyze RUN_DIR``
+recomputes, so ``analyze`` reproduces ``summary.json`` exactly (run facts such as start time,
+git commit and machine come from the history's ``run_start`` / ``run_end`` events, not from the
+clock). Shape::
+
+    {run_id, scenario, system, started_at, finished_at, duration_s, completed, error, git_commit,
+     machine: {cpus, mem_gib, platform, python},
+     params: {prefill_bytes_per_partition, replication_throttle_bytes_per_s,
+              objstore_bandwidth_bytes_per_s, message_bytes, produce_rate_msgs_per_s, brokers,
+              producers, duration_s, partitions, replication_factor, <every matrix key>},
+     checks: <bench.checkers.check_all>,
+     moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
+              bytes_moved_inter_broker, bytes_moved_objstore, unavailable_seconds, partition_bytes,
+              phases: {phase: seconds}}],
+     producer: {sent, acked, failed, info, rate_msgs_per_s, throughput_mb_per_s,
+                target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
+                locust: {...Locust's own request stats}},
+     verify: {partitions, complete, read, prefill_read},
+     outages: [{action_id, kind, broker, unavailable_seconds (worst partition in the run)}]}
+
+Units: seconds, bytes; ``throughput_mb_per_s`` is 10^6 bytes/s of acked message values over the
+load window (first send to last ack). ``move_seconds`` is null when unknown (``move_reason`` says
+why). NaN/inf never appear (null instead).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import yaml
+
+from bench.checkers import COUNTER_INTER_BROKER, COUNTER_OBJSTORE, HistoryView, check_all
+from bench.history import EVENT_ACTION_START, EVENT_COUNTER, EVENT_MOVE_PHASE, read_history
+from bench.scenario import Scenario, parse_scenario
+
+
+def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
+    wl = sc.workload
+    out = {
+        "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
+        "replication_throttle_bytes_per_s": sc.system.replication_throttle_bytes_per_s,
+        "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
+        "message_bytes": wl.message_bytes,
+        "produce_rate_msgs_per_s": wl.produce_rate_msgs_per_s,
+        "brokers": sc.system.brokers,
+        "producers": wl.producers,
+        "duration_s": wl.duration_s,
+        "partitions": sum(t.partitions for t in wl.topics),
+        "replication_factor": max(t.replication_factor for t in wl.topics),
+        "shape": wl.shape.kind,
+        "key_distribution": wl.key_distribution,
+    }
+    for k, v in (matrix or {}).items():
+        out[k] = v
+    return out
+
+
+def clean(x: Any) -> Any:
+    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python, tuples -> lists, keys -> str."""
+    if isinstance(x, dict):
+        return {str(k): clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _events(v: HistoryView, name: str) -> list:
+    return v.events_named(name)
+
+
+def _first_detail(v: HistoryView, name: str) -> dict[str, Any]:
+    evs = _events(v, name)
+    return dict(evs[0].detail) if evs else {}
+
+
+def _acked_bytes_before(table: pa.Table, topic: str, partition: int, ts: float) -> int:
+    m = pc.and_(pc.and_(pc.equal(table["kind"], "send"), pc.equal(table["outcome"], "ok")),
+                pc.and_(pc.equal(table["topic"], topic), pc.equal(table["partition"], partition)))
+    m = pc.and_(m, pc.less_equal(table["ack_ts"], ts))
+    sizes = table.filter(pc.fill_null(m, False))["size_bytes"]
+    s = pc.sum(sizes).as_py()
+    return int(s or 0)
+
+
+def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
+    prefill = {(e.detail.get("topic"), e.detail.get("partition")): int(e.detail.get("bytes") or 0)
+               for e in _events(v, "prefill")}
+    starts = {e.detail.get("action_id"): e.detail for e in _events(v, EVENT_ACTION_START)}
+    # Per (action, partition): counters and phases named by partition.
+    ctr: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    phases: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for e in _events(v, EVENT_COUNTER):
+        aid, tp = e.detail.get("action_id"), (e.detail.get("topic", e.topic), e.detail.get("partition", e.partition))
+        if aid is not None and isinstance(e.detail.get("value"), (int, float)):
+            ctr[(aid, tp)][str(e.detail.get("name"))] += e.detail["value"]
+    for e in _events(v, EVENT_MOVE_PHASE):
+        aid, tp = e.detail.get("action_id"), (e.detail.get("topic", e.topic), e.detail.get("partition", e.partition))
+        if aid is not None and isinstance(e.detail.get("seconds"), (int, float)):
+            phases[(aid, tp)][str(e.detail.get("phase"))] += float(e.detail["seconds"])
+    bytes_by_action = {a["action_id"]: a for a in checks["bytes_moved"]["actions"]}
+    unavail = {(w["action_id"], w["topic"], w["partition"]): w["unavailable_seconds"]
+               for w in checks["unavailable_seconds"]["actions"]}
+    out = []
+    for m in checks["move_seconds"]["moves"]:
+        aid, tp = m["action_id"], (m["topic"], m["partition"])
+        entry = next((x for x in (starts.get(aid) or {}).get("partitions") or []
+                      if (x.get("topic"), x.get("partition")) == tp), {})
+        c = ctr.get((aid, tp))
+        act = bytes_by_action.get(aid, {})
+        if c is not None:
+            ib, obj = c.get(COUNTER_INTER_BROKER, 0), c.get(COUNTER_OBJSTORE, 0)
+        elif act and sum(1 for x in checks["move_seconds"]["moves"] if x["action_id"] == aid) == 1:
+            ib, obj = act.get("inter_broker_bytes", 0), act.get("objstore_bytes", 0)  # one partition: all its bytes
+        else:
+            ib, obj = 0, 0
+        secs = m.get("move_seconds")
+        req = m.get("request_ts")
+        out.append({
+            "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
+            "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
+            "request_ts": req,
+            "move_seconds": secs if isinstance(secs, (int, float)) else None,
+            **({} if isinstance(secs, (int, float)) else {"move_reason": m.get("reason", "unknown")}),
+            "bytes_moved_inter_broker": int(ib), "bytes_moved_objstore": int(obj),
+            "unavailable_seconds": unavail.get((aid, tp[0], tp[1])),
+            "partition_bytes": prefill.get(tp, 0) + (_acked_bytes_before(table, tp[0], tp[1], req)
+                                                     if req is not None else 0),
+            "phases": dict(sorted(phases.get((aid, tp), {}).items())),
+        })
+    return out
+
+
+def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str, Any]:
+    out_counts = {"ok": 0, "fail": 0, "info": 0}
+    sends = table.filter(pc.fill_null(pc.equal(table["kind"], "send"), False))
+    for row in pc.value_counts(sends["outcome"]).to_pylist():
+        if row["values"] in out_counts:
+            out_counts[row["values"]] = row["counts"]
+    acked = sends.filter(pc.fill_null(pc.equal(sends["outcome"], "ok"), False))
+    if sends.num_rows:
+        t0 = pc.min(sends["ts"]).as_py()
+        t1 = pc.max(acked["ack_ts"]).as_py() if acked.num_rows else pc.max(sends["ts"]).as_py()
+        window = max(1e-9, t1 - t0)
+    else:
+        window = None
+    acked_bytes = int(pc.sum(acked["size_bytes"]).as_py() or 0) if acked.num_rows else 0
+    lat = v.by_send_ts["lat_ms"]
+    lat = lat[~np.isnan(lat)]
+    pct = ({"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)),
+            "p999": float(np.percentile(lat, 99.9)), "max": float(lat.max())} if lat.size else
+           {"p50": None, "p99": None, "p999": None, "max": None})
+    fin = _first_detail(v, "load_finished")
+    return {
+        "sent": int(sends.num_rows), "acked": out_counts["ok"], "failed": out_counts["fail"],
+        "info": out_counts["info"],
+        "rate_msgs_per_s": out_counts["ok"] / window if window else None,
+        "throughput_mb_per_s": acked_bytes / window / 1e6 if window else None,
+        "target_rate_msgs_per_s": sc.workload.produce_rate_msgs_per_s if sc is not None else None,
+        "load_seconds": window,
+        "acked_bytes": acked_bytes,
+        "latency_ms": pct,
+        "locust": fin.get("locust"),
+        "purged": fin.get("purged"),
+        "skipped_behind_schedule": fin.get("skipped"),
+    }
+
+
+def _outages(v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per kill/restart action: the partitions it affected and their worst gap in the run."""
+    out = []
+    worst = {(w["topic"], w["partition"]): w["unavailable_seconds"]
+             for w in checks["unavailable_seconds"]["run"]["worst_partitions"]}
+    for e in _events(v, EVENT_ACTION_START):
+        if e.detail.get("action") != "kill_broker":
+            continue
+        parts = [(p.get("topic"), p.get("partition")) for p in e.detail.get("partitions") or []]
+        win = [w for w in checks["unavailable_seconds"]["actions"] if w["action_id"] == e.detail.get("action_id")]
+        out.append({"action_id": e.detail.get("action_id"), "kind": "kill_broker", "broker": e.detail.get("broker"),
+                    "partitions": [f"{t}-{p}" for t, p in parts],
+                    "unavailable_seconds": max((w["unavailable_seconds"] for w in win), default=None),
+                    "run_unavailable_seconds": max((worst.get(tp, 0.0) for tp in parts), default=None)})
+    return out
+
+
+def _cpu(v: HistoryView) -> dict[str, Any]:
+    """Mean CPU % (100 = one core) per process over the ``cpu_sample`` events of the load;
+    ``_machine`` is the whole machine (100 = all cores)."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for e in _events(v, "cpu_sample"):
+        for k, x in e.detail.items():
+            if isinstance(x, (int, float)):
+                acc[k].append(float(x))
+    return {k: round(sum(xs) / len(xs), 1) for k, xs in sorted(acc.items()) if xs}
+
+
+def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
+    v = HistoryView(table, scenario)
+    checks = check_all(v, scenario)
+    start = _first_detail(v, "run_start")
+    end = _first_detail(v, "run_end")
+    verify = [e.detail for e in _events(v, "verify")]
+    summary = {
+        "run_id": start.get("run_id"),
+        "scenario": start.get("scenario", scenario.name if scenario else None),
+        "system": start.get("system", scenario.system.kind if scenario else None),
+        "started_at": start.get("started_at"),
+        "finished_at": end.get("finished_at"),
+        "duration_s": end.get("duration_s"),
+        "completed": end.get("completed"),
+        "error": end.get("error"),
+        "git_commit": start.get("git_commit"),
+        "machine": start.get("machine"),
+        "params": start.get("params") or (params_of(scenario) if scenario else {}),
+        "checks": checks,
+        "moves": _moves(table, v, checks),
+        "producer": _producer(table, v, scenario),
+        "verify": {"partitions": len(verify), "complete": sum(1 for d in verify if d.get("complete")),
+                   "read": sum(int(d.get("read") or 0) for d in verify),
+                   "prefill_read": sum(int(d.get("prefill_read") or 0) for d in verify),
+                   "incomplete": [f"{d.get('topic')}-{d.get('partition')}: {d.get('error')}"
+                                  for d in verify if not d.get("complete")]},
+        "outages": _outages(v, checks),
+        "cpu": _cpu(v),
+    }
+    return clean(summary)
+
+
+def load_run(run_dir: Path | str) -> tuple[pa.Table, Scenario]:
+    run_dir = Path(run_dir)
+    if not (run_dir / "scenario.yaml").is_file():
+        raise FileNotFoundError(f"{run_dir}: no scenario.yaml (not a run directory)")
+    data = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    sc = parse_scenario(data, str(run_dir / "scenario.yaml"))
+    return read_history(run_dir / "history.parquet"), sc
+
+
+def analyze(run_dir: Path | str) -> dict[str, Any]:
+    """Re-run the checkers on a stored run and rebuild its summary (nothing is re-run)."""
+    table, sc = load_run(run_dir)
+    return build_summary(table, sc)
+
+
+def dumps(summary: dict[str, Any]) -> str:
+    return json.dumps(summary, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def write_summary(run_dir: Path | str) -> dict[str, Any]:
+    """Build the summary from the files just written (exactly as ``analyze`` will) and store it."""
+    run_dir = Path(run_dir)
+    summary = analyze(run_dir)
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(dumps(summary))
+    tmp.replace(run_dir / "summary.json")
+    return json.loads(dumps(summary))
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison table
+
+
+def _fmt_bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    for unit, mult in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= mult:
+            return f"{n / mult:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _fmt_s(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+
+
+def comparison_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    for path, s in summaries:
+        p = s.get("params", {})
+        checks = s.get("checks", {})
+        lat_actions = checks.get("latency", {}).get("actions", [])
+        during_p99 = max((a["all"]["during"].get("p99_ms") or 0 for a in lat_actions), default=None)
+        moves = s.get("moves") or []
+        outs = s.get("outages") or []
+        rows.append({
+            "scenario": s.get("scenario"), "system": s.get("system"),
+            "partition_bytes": max((m.get("partition_bytes") or 0 for m in moves), default=None)
+            if moves else p.get("prefill_bytes_per_partition"),
+            "move_seconds": max((m["move_seconds"] for m in moves if m.get("move_seconds") is not None), default=None),
+            "bytes_inter_broker": sum(m.get("bytes_moved_inter_broker") or 0 for m in moves) if moves else None,
+            "bytes_objstore": sum(m.get("bytes_moved_objstore") or 0 for m in moves) if moves else None,
+            "unavailable_seconds": max([m["unavailable_seconds"] for m in moves if m.get("unavailable_seconds") is not None]
+                                       + [o["run_unavailable_seconds"] for o in outs
+                                          if o.get("run_unavailable_seconds") is not None], default=None),
+            "p99_during_ms": during_p99 if lat_actions else None,
+            "acked": s.get("producer", {}).get("acked"),
+            "rate": s.get("producer", {}).get("rate_msgs_per_s"),
+            "valid": checks.get("valid"), "failed": checks.get("failed"), "path": path,
+        })
+    return rows
+
+
+def print_comparison(summaries: list[tuple[str, dict[str, Any]]], title: str = "comparison", console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    import sys
+
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    t = Table(title=title)
+    for col in ("scenario", "system", "partition bytes", "move s", "inter-broker", "objstore",
+                "unavail. s", "p99 during ms", "acked", "msg/s", "checks", "run"):
+        t.add_column(col, overflow="fold")
+    for r in comparison_rows(summaries):
+        v = r["valid"]
+        verdict = {True: "[green]pass[/green]", False: f"[red]FAIL {r['failed']}[/red]"}.get(v, f"[yellow]{v}[/yellow]")
+        t.add_row(r["scenario"] or "-", r["system"] or "-", _fmt_bytes(r["partition_bytes"]), _fmt_s(r["move_seconds"]),
+                  _fmt_bytes(r["bytes_inter_broker"]), _fmt_bytes(r["bytes_objstore"]),
+                  _fmt_s(r["unavailable_seconds"]), _fmt_s(r["p99_during_ms"]), str(r["acked"]),
+                  f"{r['rate']:.0f}" if isinstance(r["rate"], (int, float)) else "-", verdict, str(r["path"]))
+    console.print(t)

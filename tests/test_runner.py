@@ -1,0 +1,197 @@
+"""The harness runner: invalid scenarios rejected up front, a short real run end to end, analyze
+reproducing summary.json, journal translation, load shapes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+import yaml
+
+from bench.checkers import check_lost_writes
+from bench.history import read_history
+from bench.journal import MoveWindows, translate
+from bench.summary import analyze, dumps
+from workloads.rates import rate_at
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = {
+    "name": "small",
+    "description": "tiny end-to-end run",
+    "system": {"kind": "replication", "brokers": 3, "replication_throttle_bytes_per_s": "8MiB",
+               "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
+    "workload": {"topics": [{"name": "hot", "partitions": 2}], "message_bytes": "1KiB",
+                 "produce_rate_msgs_per_s": 200, "duration_s": 14},
+    "prefill": {"bytes_per_partition": "2MiB"},
+    "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],
+}
+
+
+def _bench(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# Rejected before anything starts
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d["workload"].update(colour="blue"), "workload.colour: unknown field"),
+    (lambda d: d["workload"].update(produce_rate_msgs_per_s=-5), "workload.produce_rate_msgs_per_s: must be > 0"),
+    (lambda d: d["actions"][0].update(to=[9]), "actions.0.to: broker 9 does not exist"),
+])
+def test_invalid_scenario_rejected_before_anything_starts(tmp_path, mutate, needle):
+    data = json.loads(json.dumps(SMALL))
+    mutate(data)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    results = tmp_path / "results"
+    r = _bench("run", str(path), "--results", str(results), "--no-progress")
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr, r.stderr
+    assert not results.exists()  # nothing was started, nothing written
+
+
+def test_bad_override_and_unknown_builtin_rejected(tmp_path):
+    r = _bench("run", "reassign-one", "--set", "system.brokers=0", "--results", str(tmp_path / "r"), "--no-progress")
+    assert r.returncode == 2 and "system.brokers: must be >= 1" in r.stderr, r.stderr
+    r = _bench("run", "no-such-scenario", "--results", str(tmp_path / "r"), "--no-progress")
+    assert r.returncode == 2 and "not a built-in scenario" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_builtin_scenarios_listed(tmp_path):
+    r = _bench("list", "--results", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    for name in ("reassign-one", "broker-loss", "drain", "scale-out", "sweep"):
+        assert name in r.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# A short real run
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    from bench.runner import run_scenario
+    from bench.scenario import parse_scenario
+
+    root = tmp_path_factory.mktemp("results")
+    sc = parse_scenario(json.loads(json.dumps(SMALL)), "small.yaml")
+    [(run_dir, summary)] = run_scenario(sc, results_root=root, progress=False)
+    return Path(run_dir), summary
+
+
+@pytest.mark.slow
+def test_short_run_end_to_end(small_run):
+    run_dir, summary = small_run
+    # Layout.
+    assert run_dir.parent.parent.name == "results" or run_dir.parent.name == "small"
+    for f in ("scenario.yaml", "history.parquet", "summary.json", "logs/harness.log", "logs/load.log",
+              "logs/controller.log", "logs/broker-1.log", "cluster/controller/events.jsonl"):
+        assert (run_dir / f).exists(), f
+    assert not list(run_dir.glob(".history-*")), "partial histories are merged away"
+    # Checkers pass, and the run measured what it should.
+    checks = summary["checks"]
+    assert checks["valid"] is True, (checks["failed"], checks["unknown"], checks["move_seconds"]["moves"])
+    p = summary["producer"]
+    assert p["acked"] > 1000 and p["failed"] == 0 and p["acked"] == p["sent"]
+    assert abs(p["rate_msgs_per_s"] - 200) < 40
+    [move] = summary["moves"]
+    assert (move["topic"], move["partition"], move["from"], move["to"]) == ("hot", 0, [1], [3])
+    assert move["new_leader"] == 3
+    assert 0 < move["move_seconds"] < 10
+    assert move["partition_bytes"] >= 2 * 2**20
+    assert move["bytes_moved_inter_broker"] >= 2 * 2**20
+    assert summary["verify"]["complete"] == 2 and summary["verify"]["prefill_read"] > 0
+    for k in ("run_id", "scenario", "system", "started_at", "finished_at", "duration_s", "git_commit"):
+        assert summary[k] is not None, k
+    assert set(summary["machine"]) == {"cpus", "mem_gib", "platform", "python"}
+    for k in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "objstore_bandwidth_bytes_per_s",
+              "message_bytes", "produce_rate_msgs_per_s", "brokers"):
+        assert k in summary["params"], k
+
+
+@pytest.mark.slow
+def test_analyze_reproduces_summary(small_run):
+    run_dir, _ = small_run
+    stored = json.loads((run_dir / "summary.json").read_text())
+    assert json.loads(dumps(analyze(run_dir))) == stored
+    r = _bench("analyze", str(run_dir))
+    assert r.returncode == 0 and "matches stored summary.json" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_real_history_losing_an_acked_message_fails_lost_writes(small_run):
+    run_dir, _ = small_run
+    table = read_history(run_dir / "history.parquet")
+    reads = pc.and_(pc.equal(table["kind"], "read"), pc.greater_equal(table["msg_id"], 0))
+    victim = table.filter(reads)["msg_id"][0].as_py()
+    edited = table.filter(pc.invert(pc.and_(reads, pc.equal(table["msg_id"], victim))))
+    assert check_lost_writes(table)["valid"] is True
+    res = check_lost_writes(edited)
+    assert res["valid"] is False and res["lost_examples"] == [victim]
+
+
+# --------------------------------------------------------------------------------------------
+# Journal translation and shapes (no cluster)
+
+
+def test_journal_translation():
+    w = MoveWindows()
+    w.add(0, [("hot", 0)], 100.0)
+    w.end(0, 110.0)
+    [lc] = translate({"ts": 105.0, "event": "leader_change", "source": "controller", "topic": "hot",
+                      "partition": 0, "leader": 3, "leader_epoch": 2}, w)
+    assert lc["event"] == "leader_change" and lc["detail"]["action_id"] == 0 and lc["detail"]["leader"] == 3
+    [mc] = translate({"ts": 106.0, "event": "reassignment_completed", "source": "controller", "topic": "hot",
+                      "partition": 0, "replicas": [3], "leader": 3}, w)
+    assert mc["event"] == "move_complete" and mc["detail"]["new_leader"] == 3
+    [c_in] = translate({"ts": 104.0, "event": "bytes_moved", "source": 3, "kind": "inter_broker",
+                        "direction": "reassign_in", "topic": "hot", "partition": 0, "bytes": 10}, w)
+    [c_out] = translate({"ts": 104.0, "event": "bytes_moved", "source": 1, "kind": "inter_broker",
+                         "direction": "reassign_out", "topic": "hot", "partition": 0, "bytes": 10}, w)
+    assert c_in["detail"]["name"] == "bytes_moved_inter_broker" and c_in["detail"]["value"] == 10
+    assert c_out["detail"]["name"] == "bytes_sent_inter_broker"  # a copy is counted once
+    rows = translate({"ts": 105.0, "event": "shared_partition_closed", "source": 1, "topic": "hot",
+                      "partition": 0, "force_upload_ms": 120.0, "force_upload_bytes": 4096,
+                      "close_total_ms": 300.0}, w)
+    assert [r["event"] for r in rows] == ["shared_partition_closed", "move_phase", "counter"]
+    assert rows[1]["detail"]["phase"] == "close.force_upload" and rows[1]["detail"]["seconds"] == 0.12
+    assert rows[2]["detail"]["name"] == "bytes_moved_objstore"
+    [el, ph] = translate({"ts": 107.0, "event": "shared_move_elected", "source": "controller", "topic": "hot",
+                          "partition": 0, "to": 2, "since_request_s": 0.8}, w)
+    assert el["event"] == "move_complete" and el["detail"]["new_leader"] == 2 and ph["detail"]["seconds"] == 0.8
+    [other] = translate({"ts": 200.0, "event": "something_new", "source": 2, "topic": "hot", "partition": 0}, w)
+    assert other["event"] == "something_new" and "action_id" not in other["detail"]  # outside the window
+    [bad] = translate({"event": "x"}, w)
+    assert bad["event"] == "journal_malformed"
+
+
+def test_shapes():
+    assert rate_at("steady", 5, 100) == 100
+    assert rate_at("ramp", 5, 100, ramp_s=10) == 50 and rate_at("ramp", 20, 100, ramp_s=10) == 100
+    kw = {"burst_every_s": 10, "burst_factor": 3, "burst_s": 2}
+    assert rate_at("burst", 1, 100, **kw) == 100  # first period at base rate
+    assert rate_at("burst", 11, 100, **kw) == 300 and rate_at("burst", 13, 100, **kw) == 100
+    # The Locust shape classes are checked in a subprocess: importing locust here would
+    # monkey-patch this pytest process with gevent.
+    code = ("from workloads.shapes import make_shape\n"
+            "s = make_shape('ramp', 100, 30, users=2, ramp_s=10)\n"
+            "assert s.tick() == (2, 2.0) and s.rate_at(5) == 50\n"
+            "assert make_shape('steady', 1, 0.0).tick() is None\n"
+            "assert make_shape('steady', 1, 0.0, hold=True).tick() == (1, 1.0)\n"
+            "import workloads.kafka_produce as kp\n"
+            "from locust.util.load_locustfile import is_shape_class, is_user_class\n"
+            "assert [n for n, v in vars(kp).items() if is_shape_class(v)] == ['ScenarioShape']\n"
+            "assert [n for n, v in vars(kp).items() if is_user_class(v)] == ['KafkaProducerUser']\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

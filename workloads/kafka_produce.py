@@ -1,0 +1,365 @@
+"""Locust producer users: every message goes through a real Kafka client (confluent-kafka /
+librdkafka, ``acks=all``, idempotence on) and every send is reported through Locust's request
+event (``request_type="produce"``, ``name=<topic>``, response time = send -> delivery report).
+
+Two ways to use it:
+
+* **The harness** (``bench/load.py``) drives it as a library with a ``LocalRunner``; it sets
+  ``environment.kafka_history`` (anything with ``extend(rows)``, e.g. a
+  :class:`bench.history.HistoryWriter`) and every send attempt becomes a history ``send`` row.
+* **By hand**, against a running cluster (``python -m bench cluster start ...``)::
+
+      locust -f workloads/kafka_produce.py --headless --kafka-bootstrap 127.0.0.1:PORT \\
+          --kafka-topics hot:2 --kafka-rate 1000 --kafka-users 2 --kafka-duration-s 30
+
+  Every ``--kafka-*`` option can also be given as an environment variable (``KAFKA_BOOTSTRAP``,
+  ``KAFKA_TOPICS``, ``KAFKA_RATE``, ...). With the web UI (no ``--headless``) the options appear
+  in the start form. The shape (``ScenarioShape``) starts ``--kafka-users`` producers and ends the
+  test after ``--kafka-duration-s`` (0 = run until stopped).
+
+Messages: the value is ``message_bytes`` of filler; headers ``id`` (the message id, unique per
+process and increasing in send order per producer) and ``p`` (the producer's name) let the
+verifying consumer join reads to sends. Prefill records (``bench/load.py``) carry a ``prefill``
+header and no ``id``.
+
+Outcome of a send (Jepsen): ``ok`` with a delivery report without error; ``fail`` only when the
+message certainly never reached a broker or was definitively rejected (local queue full, purged
+from the local queue, too large, invalid); ``info`` (unknown) for everything else, e.g. a message
+timeout.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from typing import Any
+
+import sys
+
+if __package__ in (None, ""):  # `locust -f workloads/kafka_produce.py`: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import gevent
+from confluent_kafka import KafkaError, KafkaException, Producer
+from locust import User, events
+from locust.env import Environment
+
+import workloads.shapes as _shapes  # module import: keeps shape classes out of this namespace
+
+from workloads.messages import ID_HEADER, PREFILL_HEADER, PRODUCER_HEADER  # noqa: E402,F401
+
+# Errors after which the message was certainly not written (never left the client, or the
+# broker rejected it for good). Everything else is "info": it may have been written.
+FAIL_CODES = frozenset({
+    KafkaError._PURGE_QUEUE, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+    KafkaError._INVALID_ARG, KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+    KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+})
+
+OPTION_DEFAULTS: dict[str, Any] = {
+    "kafka_bootstrap": "127.0.0.1:9092",
+    "kafka_topics": "events",  # name[:partitions],... (partitions looked up if omitted)
+    "kafka_message_bytes": 4096,
+    "kafka_rate": 1000.0,  # total msgs/s over all users; 0 = as fast as the client queue takes
+    "kafka_users": 1,
+    "kafka_key_distribution": "none",  # none (round-robin partitions) | uniform | zipf
+    "kafka_shape": "steady",
+    "kafka_ramp_s": None,
+    "kafka_burst_every_s": None,
+    "kafka_burst_factor": None,
+    "kafka_burst_s": None,
+    "kafka_duration_s": 0.0,  # 0 = until stopped
+    "kafka_drain_s": 20.0,  # on stop: wait this long for outstanding acks, then purge
+    "kafka_producer_config": "",  # JSON object of extra librdkafka settings
+}
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser) -> None:
+    g = parser.add_argument_group("kafka producer (workloads/kafka_produce.py)")
+    g.add_argument("--kafka-bootstrap", env_var="KAFKA_BOOTSTRAP", default=OPTION_DEFAULTS["kafka_bootstrap"],
+                   help="bootstrap servers host:port[,host:port]")
+    g.add_argument("--kafka-topics", env_var="KAFKA_TOPICS", default=OPTION_DEFAULTS["kafka_topics"],
+                   help="topics to produce to: name[:partitions],...")
+    g.add_argument("--kafka-message-bytes", env_var="KAFKA_MESSAGE_BYTES", type=int,
+                   default=OPTION_DEFAULTS["kafka_message_bytes"])
+    g.add_argument("--kafka-rate", env_var="KAFKA_RATE", type=float, default=OPTION_DEFAULTS["kafka_rate"],
+                   help="total target msgs/s over all users (0 = as fast as possible)")
+    g.add_argument("--kafka-users", env_var="KAFKA_USERS", type=int, default=OPTION_DEFAULTS["kafka_users"],
+                   help="producer users the shape starts")
+    g.add_argument("--kafka-key-distribution", env_var="KAFKA_KEY_DISTRIBUTION",
+                   choices=["none", "uniform", "zipf"], default=OPTION_DEFAULTS["kafka_key_distribution"])
+    g.add_argument("--kafka-shape", env_var="KAFKA_SHAPE", choices=["steady", "ramp", "burst"],
+                   default=OPTION_DEFAULTS["kafka_shape"])
+    for opt, env in (("ramp-s", "KAFKA_RAMP_S"), ("burst-every-s", "KAFKA_BURST_EVERY_S"),
+                     ("burst-factor", "KAFKA_BURST_FACTOR"), ("burst-s", "KAFKA_BURST_S")):
+        g.add_argument(f"--kafka-{opt}", env_var=env, type=float, default=None)
+    g.add_argument("--kafka-duration-s", env_var="KAFKA_DURATION_S", type=float,
+                   default=OPTION_DEFAULTS["kafka_duration_s"], help="0 = until stopped")
+    g.add_argument("--kafka-drain-s", env_var="KAFKA_DRAIN_S", type=float, default=OPTION_DEFAULTS["kafka_drain_s"])
+    g.add_argument("--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
+                   default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON of extra librdkafka settings")
+
+
+def options(**overrides: Any):
+    """A parsed-options namespace for library use (defaults + overrides, same dests as the CLI)."""
+    from argparse import Namespace
+
+    unknown = set(overrides) - set(OPTION_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown kafka option(s): {sorted(unknown)}")
+    return Namespace(**{**OPTION_DEFAULTS, **overrides})
+
+
+def parse_topics(spec: str) -> list[tuple[str, int | None]]:
+    out = []
+    for item in str(spec).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, parts = item.partition(":")
+        out.append((name, int(parts) if parts else None))
+    if not out:
+        raise ValueError("no topics given (--kafka-topics name[:partitions],...)")
+    return out
+
+
+class ProduceError(Exception):
+    """A failed / unknown send as reported to Locust."""
+
+
+_ids = itertools.count()  # message ids: unique per process, increasing in send order
+_user_seq = itertools.count()
+_active: list["KafkaProducerUser"] = []
+
+
+def _zipf_weights(n: int = 1000, s: float = 1.1) -> list[float]:
+    acc, out = 0.0, []
+    for k in range(1, n + 1):
+        acc += 1.0 / k**s
+        out.append(acc)
+    return out
+
+
+_ZIPF_KEYS = [str(k).encode() for k in range(1000)]
+_ZIPF_CUM = _zipf_weights()
+
+
+class KafkaProducerUser(User):
+    """One idempotent producer, pacing itself to its share of the shape's rate.
+
+    Pacing: every ``tick_s`` the user sends the messages it owes (credit accumulates at the
+    current rate / user count, at most one second's worth), serves delivery reports with
+    ``poll(0)`` (never a blocking call: this runs on gevent) and hands the history rows over.
+    """
+
+    tick_s = 0.005
+    max_queued = 50_000  # rate 0: keep at most this many messages in the client queue
+
+    def wait_time(self) -> float:
+        return 0.0
+
+    def on_start(self) -> None:
+        o = self.environment.parsed_options
+        if o is None:
+            o = options()
+        self.o = o
+        self.index = next(_user_seq)
+        self.pname = f"p{self.index}"
+        self.pname_b = self.pname.encode()
+        self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
+        self.size = len(self.payload)
+        conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": "all", "enable.idempotence": True,
+                "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
+                "partitioner": "murmur2_random"}
+        if o.kafka_producer_config:
+            import json
+
+            conf.update(json.loads(o.kafka_producer_config))
+        self.producer: Producer | None = Producer(conf)
+        self.sink = getattr(self.environment, "kafka_history", None)
+        self.rows: list[dict] = []
+        self.stats = getattr(self.environment, "kafka_stats", None)
+        topics = parse_topics(o.kafka_topics)
+        resolved = []
+        for name, n in topics:
+            if n is None:
+                md = self.producer.list_topics(name, timeout=10)  # once, at start
+                n = len(md.topics[name].partitions)
+            resolved.append((name, n))
+        self.topics = [t for t, _ in resolved]
+        self.tps = [(t, p) for t, n in resolved for p in range(n)]
+        self.rr = self.index  # spread users over partitions
+        self.keyed = o.kafka_key_distribution != "none"
+        self.zipf = o.kafka_key_distribution == "zipf"
+        self.credit = 0.0
+        self.last = time.monotonic()
+        self.t0 = time.monotonic()
+        self.draining = False
+        _active.append(self)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _rate(self) -> float:
+        shape = self.environment.shape_class
+        total = shape.rate_at() if hasattr(shape, "rate_at") else float(self.o.kafka_rate)
+        users = max(1, self.environment.runner.user_count if self.environment.runner else 1)
+        return total / users
+
+    def _send_one(self) -> None:
+        msg_id = next(_ids)
+        self.rr += 1
+        headers = [(ID_HEADER, str(msg_id).encode()), (PRODUCER_HEADER, self.pname_b)]
+        ts = time.time()
+        if self.keyed:
+            topic = self.topics[self.rr % len(self.topics)]
+            key = random.choices(_ZIPF_KEYS, cum_weights=_ZIPF_CUM)[0] if self.zipf else \
+                str(random.randrange(100_000)).encode()
+            kw = {"key": key}
+        else:
+            topic, part = self.tps[self.rr % len(self.tps)]
+            kw = {"partition": part}
+
+        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic):
+            self._delivered(err, msg, msg_id, ts, topic)
+
+        if self.stats is not None:
+            self.stats.produced += 1
+        try:
+            self.producer.produce(topic, value=self.payload, headers=headers, on_delivery=done, **kw)
+        except (BufferError, KafkaException) as exc:
+            # Never enqueued: certainly not written.
+            self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, f"{type(exc).__name__}: {exc}")
+
+    def _delivered(self, err, msg, msg_id: int, ts: float, topic: str) -> None:
+        now = time.time()
+        if err is None:
+            self._record(msg_id, ts, topic, msg.partition(), "ok", now, msg.offset(), None)
+        else:
+            outcome = "fail" if err.code() in FAIL_CODES else "info"
+            part = msg.partition() if msg is not None and msg.partition() is not None else -1
+            self._record(msg_id, ts, topic, part, outcome, None, None, f"{err.name()}: {err.str()}")
+
+    def _record(self, msg_id, ts, topic, partition, outcome, ack_ts, offset, error) -> None:
+        ok = outcome == "ok"
+        self.environment.events.request.fire(
+            request_type="produce", name=topic, response_time=((ack_ts or time.time()) - ts) * 1000.0,
+            response_length=self.size if ok else 0, exception=None if ok else ProduceError(error),
+            context={"outcome": outcome, "producer": self.pname})
+        if self.sink is not None:
+            self.rows.append({
+                "kind": "send", "ts": ts, "msg_id": msg_id, "producer": self.pname, "topic": topic,
+                "partition": -1 if partition is None else partition, "ack_ts": ack_ts, "outcome": outcome,
+                "error": error, "offset": offset if ok else None, "size_bytes": self.size,
+            })
+        if self.stats is not None:
+            self.stats.record(outcome, ts, ack_ts, self.size)
+
+    def _hand_over(self) -> None:
+        if self.rows and self.sink is not None:
+            rows, self.rows = self.rows, []
+            self.sink.extend(rows)
+
+    def tick(self) -> None:
+        p = self.producer
+        if p is None:
+            gevent.sleep(self.tick_s)
+            return
+        if not self.draining:
+            now = time.monotonic()
+            rate = self._rate()
+            if rate > 0:
+                owed = self.credit + rate * (now - self.last)
+                self.credit = min(owed, max(rate, 1.0))  # fell > 1 s behind: skip, don't burst
+                if self.stats is not None and owed > self.credit:
+                    self.stats.skipped += int(owed - self.credit)
+                n = int(self.credit)
+                self.credit -= n
+            else:
+                n = max(0, min(1000, self.max_queued - len(p)))
+            self.last = now
+            for i in range(n):
+                self._send_one()
+                if i % 200 == 199:
+                    p.poll(0)
+        p.poll(0)
+        self._hand_over()
+        gevent.sleep(self.tick_s)
+
+    tasks = [tick]
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def drain(self, timeout_s: float) -> int:
+        """Stop sending; wait up to ``timeout_s`` for outstanding delivery reports, then purge the
+        rest (their reports arrive as purge errors: ``fail`` if never sent, ``info`` if in
+        flight). Returns the number of messages purged."""
+        self.draining = True
+        p = self.producer
+        if p is None:
+            return 0
+        deadline = time.monotonic() + timeout_s
+        while len(p) > 0 and time.monotonic() < deadline:
+            p.poll(0)
+            self._hand_over()
+            gevent.sleep(0.01)
+        left = len(p)
+        if left:
+            p.purge(in_queue=True, in_flight=True, blocking=False)
+            end = time.monotonic() + 5
+            while len(p) > 0 and time.monotonic() < end:
+                p.poll(0)
+                gevent.sleep(0.01)
+        p.poll(0)
+        self._hand_over()
+        self.producer = None
+        if self in _active:
+            _active.remove(self)
+        return left
+
+    def on_stop(self) -> None:
+        if self.producer is not None:
+            self.drain(float(self.o.kafka_drain_s))
+
+
+def drain_all(timeout_s: float) -> int:
+    """Drain every running producer user concurrently (see :meth:`KafkaProducerUser.drain`)."""
+    users = list(_active)
+    for u in users:
+        u.draining = True
+    jobs = [gevent.spawn(u.drain, timeout_s) for u in users]
+    gevent.joinall(jobs, timeout=timeout_s + 10)
+    return sum(j.value or 0 for j in jobs)
+
+
+class ScenarioShape(_shapes.RateShape):
+    """The shape ``locust -f`` picks up: kind, rate, users and duration from the options."""
+
+    abstract = False
+
+    def __init__(self) -> None:
+        super().__init__(0.0, None)
+        self._configured = False
+
+    def _configure(self) -> None:
+        env: Environment | None = getattr(self.runner, "environment", None)
+        o = getattr(env, "parsed_options", None) or options()
+        self.kind = o.kafka_shape
+        self.rate = float(o.kafka_rate)
+        self.users = max(1, int(o.kafka_users))
+        self.duration_s = float(o.kafka_duration_s) or None
+        self.params = {k: v for k, v in (("ramp_s", o.kafka_ramp_s), ("burst_every_s", o.kafka_burst_every_s),
+                                         ("burst_factor", o.kafka_burst_factor), ("burst_s", o.kafka_burst_s))
+                       if v is not None}
+        self._configured = True
+
+    def rate_at(self, t: float | None = None) -> float:
+        if not self._configured:
+            self._configure()
+        return super().rate_at(t)
+
+    def tick(self):
+        if not self._configured:
+            self._configure()
+        return super().tick()
