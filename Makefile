@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test bench bench-throughput clean
+.PHONY: venv test bench report bench-throughput clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,13 @@ test: $(STAMP)
 # then the comparison table.
 bench: $(STAMP)
 	$(PY) -m bench suite default
+	$(PY) -m bench aggregate results
+	$(PY) -m bench report
+
+# Spark aggregation of every run under results/, then the HTML + Markdown report.
+report: $(STAMP)
+	$(PY) -m bench aggregate results
+	$(PY) -m bench report
 
 # Broker throughput and replication benchmarks (pytest-benchmark), recorded in README.
 bench-throughput: $(STAMP)

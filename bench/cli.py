@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from bench import reassign, run_cli
+from bench import reassign, run_cli, soak
 from bench.cluster import Cluster, ClusterError, _alive
 
 
@@ -53,6 +53,37 @@ def cmd_cluster(args) -> int:
     return 2
 
 
+def cmd_aggregate(args) -> int:
+    """Spark aggregation of run directories (bench/aggregate.py)."""
+    from bench.aggregate import AggregateError, aggregate
+
+    roots = args.results or ["results"]
+    try:
+        res = aggregate(roots, args.out, master=args.spark_master, quantiles=args.quantiles)
+    except AggregateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for w in res.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    moves = sum(1 for m in res.tables["moves"] if m["move_seconds"] is not None)
+    print(f"aggregated {len(res.runs)} run(s), {moves} measured move(s) in {res.timings['total_s']:.1f} s")
+    print(f"tables, model.json and summary.md in {res.out_dir}/")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """HTML + Markdown report from the aggregate tables (bench/report.py)."""
+    from bench.report import ReportError, build_report
+
+    try:
+        out = build_report(args.aggregate, args.out)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"report: {out['html']}  (Markdown twin: {out['markdown']}, figures: {out['figures']}/)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description="partition reassignment benchmark harness")
     sub = p.add_subparsers(dest="command", required=True)
@@ -67,8 +98,23 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--json", action="store_true", help="status as JSON")
     cl.set_defaults(func=cmd_cluster)
 
+    ag = sub.add_parser("aggregate", help="Spark aggregation of run directories, models, TB projection")
+    ag.add_argument("results", nargs="*", metavar="RESULTS_DIR",
+                    help="run directories or roots to search for them (default: results)")
+    ag.add_argument("--spark-master", default=None, metavar="URL", help="Spark master (default: local[*])")
+    ag.add_argument("--out", default="results/aggregate", help="output directory (default: results/aggregate)")
+    ag.add_argument("--quantiles", choices=["exact", "approx"], default="exact",
+                    help="exact: Spark percentile (default); approx: percentile_approx, accuracy 100000")
+    ag.set_defaults(func=cmd_aggregate)
+
+    rp = sub.add_parser("report", help="HTML + Markdown comparison report from the aggregate")
+    rp.add_argument("--aggregate", default="results/aggregate", help="aggregate directory (default: results/aggregate)")
+    rp.add_argument("--out", default="results/report", help="output directory (default: results/report)")
+    rp.set_defaults(func=cmd_report)
+
     reassign.add_parser(sub)
     run_cli.add_parsers(sub)
+    soak.add_parser(sub)
     return p
 
 

@@ -1,0 +1,1107 @@
+"""Spark aggregation of run directories: `python -m bench aggregate [RESULTS_DIR ...]`.
+
+Finds every run directory (one holding ``summary.json``) under the given roots, reads all their
+Parquet histories in one Spark job and recomputes, from raw rows, the per-run figures the checkers
+define (bench/checkers.py): ``move_seconds``, ``unavailable_seconds``, produce latency quantiles
+before / during / after each action (from raw samples; pooled per configuration, never averaged),
+error counts; plus a produce timeline for the report. ``bytes_moved`` and move phases come from
+the (few) event rows, which are the only rows brought to the driver; action windows are rebuilt
+from them with the checkers' own :class:`~bench.checkers.HistoryView` so both agree.
+
+Outputs under ``--out`` (default ``results/aggregate/``): one Parquet and one CSV file per table
+(see :data:`TABLES`), ``model.json`` and ``summary.md``. Quantiles: ``approx`` (default) is Spark's
+``percentile_approx`` with accuracy 100000 (rank error <= n / 100000); ``exact`` is Spark's
+``percentile`` (linear interpolation, the same definition as numpy / the checkers) and is several
+times slower on millions of rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench import model as mdl
+from bench.checkers import (
+    COUNTER_OBJSTORE,
+    UNAVAILABLE_POST_S,
+    UNAVAILABLE_PRE_S,
+    HistoryView,
+    _hashable,
+    _tp_of,
+    check_bytes_moved,
+)
+from bench.history import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE, SCHEMA
+from bench.scenario import MOVE_ACTIONS
+
+DEFAULT_OUT = Path("results/aggregate")
+APPROX_ACCURACY = 100_000
+QUANTILES = (0.5, 0.99, 0.999)
+EVENT_COLS = ("kind", "ts", "msg_id", "topic", "partition", "event", "detail")
+SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected")
+NICE_BINS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
+TIMELINE_BINS = 60  # at most this many bins per run timeline (coarse enough not to alias batched acks)
+TIMELINE_ACCURACY = 1_000  # per-bin latency quantiles for the figure only (rank error <= n / 1000)
+
+
+class AggregateError(Exception):
+    """A user-facing problem (no runs, unreadable input): printed, never a traceback."""
+
+
+# --------------------------------------------------------------------------------------------
+# Output tables: name -> ordered (column, type). The contract with bench/report.py.
+
+F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
+    "runs": [
+        ("run_key", STR), ("run_id", STR), ("run_dir", STR), ("scenario", STR), ("system", STR),
+        ("config_key", STR), ("synthetic", BOOL), ("started_at", STR), ("duration_s", F64), ("git_commit", STR),
+        ("prefill_bytes_per_partition", F64), ("replication_throttle_bytes_per_s", F64),
+        ("objstore_bandwidth_bytes_per_s", F64), ("message_bytes", F64),
+        ("produce_rate_msgs_per_s", F64), ("brokers", I64),
+        ("history_rows", I64), ("sends", I64), ("acked", I64), ("send_fail", I64), ("send_info", I64),
+        ("reads", I64), ("events", I64), ("malformed_events", I64),
+        ("load_start", F64), ("load_end", F64),
+        ("latency_count", I64), ("latency_p50_ms", F64), ("latency_p99_ms", F64),
+        ("latency_p999_ms", F64), ("latency_max_ms", F64),
+        ("moves", I64), ("max_move_seconds", F64), ("max_unavailable_seconds", F64),
+        ("run_max_unavailable_seconds", F64), ("bytes_moved", F64),
+        ("valid", STR), ("failed_checks", STR),
+        ("lost_writes", STR), ("duplicates", STR), ("reordering", STR), ("unexpected", STR),
+        ("timeline_t0", F64), ("timeline_bin_s", F64),
+    ],
+    "moves": [
+        ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("action", STR),
+        ("topic", STR), ("partition", I64), ("new_leader", I64),
+        ("request_ts", F64), ("leader_change_ts", F64), ("first_ack_ts", F64), ("end_ts", F64),
+        ("move_seconds", F64), ("move_seconds_status", STR), ("summary_move_seconds", F64),
+        ("unavailable_seconds", F64),
+        ("partition_bytes", F64), ("partition_bytes_source", STR), ("produced_bytes_before_move", F64),
+        ("bytes_moved_inter_broker", F64), ("bytes_moved_objstore", F64), ("bytes_moved", F64),
+        ("bytes_source", STR), ("unuploaded_bytes", F64),
+        ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
+        ("phases_json", STR),
+    ],
+    "latency": [
+        ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
+        ("phase", STR), ("from_ts", F64), ("to_ts", F64), ("count", I64), ("p50_ms", F64),
+        ("p99_ms", F64), ("p999_ms", F64), ("max_ms", F64), ("info_count", I64), ("fail_count", I64),
+        ("runs", STR),
+    ],
+    "errors": [("run_key", STR), ("system", STR), ("outcome", STR), ("error", STR), ("count", I64)],
+    "phases": [("run_key", STR), ("system", STR), ("action_id", STR), ("phase", STR),
+               ("seconds", F64), ("bytes", F64)],
+    "timeline": [("run_key", STR), ("system", STR), ("bin", I64), ("t_rel_s", F64), ("bin_s", F64),
+                 ("sent", I64), ("acked", I64), ("fail", I64), ("info", I64),
+                 ("acks_per_s", F64), ("p50_ms", F64), ("p99_ms", F64)],
+    "configs": [
+        ("config_key", STR), ("scenario", STR), ("system", STR), ("prefill_bytes_per_partition", F64),
+        ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
+        ("runs", I64), ("run_keys", STR), ("moves", I64), ("move_seconds_median", F64),
+        ("move_seconds_min", F64), ("move_seconds_max", F64), ("move_seconds_stdev", F64),
+        ("unavailable_seconds_median", F64), ("unavailable_seconds_max", F64),
+        ("partition_bytes_median", F64), ("bytes_moved_median", F64),
+        ("during_p99_ms", F64), ("before_p99_ms", F64), ("all_valid", STR),
+    ],
+    "model_fit": [
+        ("system", STR), ("mode", STR), ("fixed_s", F64), ("fixed_se", F64), ("slope", F64),
+        ("slope_se", F64), ("slope_fitted", BOOL), ("efficiency", F64),
+        ("effective_rate_bytes_per_s", F64), ("r2", F64), ("rmse_s", F64), ("n", I64),
+        ("unuploaded_bytes", F64), ("runs", STR), ("assumptions", STR),
+    ],
+    "model_validation": [
+        ("system", STR), ("status", STR), ("reason", STR), ("train_sizes", STR), ("test_size", F64),
+        ("train_runs", STR), ("run_key", STR), ("partition_bytes", F64),
+        ("bandwidth_bytes_per_s", F64), ("measured_s", F64), ("predicted_s", F64), ("error_pct", F64),
+        ("target_pct", F64), ("within_target", BOOL),
+    ],
+    "projection": [
+        ("system", STR), ("link_gbit_s", F64), ("link_bytes_per_s", F64), ("size_label", STR),
+        ("partition_bytes", F64), ("move_seconds", F64), ("move_seconds_se", F64), ("move_time", STR),
+        ("bytes_moved", F64), ("basis", STR), ("based_on_runs", STR),
+    ],
+}
+
+
+def write_table(name: str, rows: list[dict[str, Any]], out: Path) -> pa.Table:
+    cols = TABLES[name]
+    schema = pa.schema(cols)
+    data = {c: [_cell(r.get(c), t) for r in rows] for c, t in cols}
+    table = pa.Table.from_pydict(data, schema=schema)
+    pq.write_table(table, out / f"{name}.parquet")
+    with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow([c for c, _ in cols])
+        for r in rows:
+            w.writerow(["" if (v := _cell(r.get(c), t)) is None else v for c, t in cols])
+    return table
+
+
+def _cell(v: Any, t: pa.DataType) -> Any:
+    if v is None:
+        return None
+    if t == F64:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        return f if math.isfinite(f) else None
+    if t == I64:
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return None
+    if t == BOOL:
+        return bool(v)
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, default=str)
+    return str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding runs
+
+
+@dataclass
+class Run:
+    idx: int
+    run_key: str  # run dir relative to its results root: unique and traceable
+    run_dir: Path
+    summary: dict[str, Any]
+    history_files: list[Path]
+    scenario: Any = None
+    config_key: str = ""
+    # Filled by the aggregation:
+    stats: dict[str, Any] = field(default_factory=dict)
+    view: HistoryView | None = None
+
+    @property
+    def system(self) -> str:
+        s = self.summary.get("system")
+        if not s and self.scenario is not None:
+            s = self.scenario.system.kind
+        return str(s or "unknown")
+
+    def param(self, name: str) -> Any:
+        p = self.summary.get("params") or {}
+        if p.get(name) is not None:
+            return p[name]
+        sc = self.scenario
+        if sc is None:
+            return None
+        return {
+            "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
+            "replication_throttle_bytes_per_s": sc.system.replication_throttle_bytes_per_s,
+            "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
+            "message_bytes": sc.workload.message_bytes,
+            "produce_rate_msgs_per_s": sc.workload.produce_rate_msgs_per_s,
+            "brokers": sc.system.brokers,
+        }.get(name)
+
+
+def history_files(run_dir: Path) -> list[Path]:
+    """The compacted history, else the part files of a run still in progress / crashed."""
+    h = run_dir / "history.parquet"
+    if h.is_file():
+        return [h]
+    parts = run_dir / "history.parquet.parts"
+    if parts.is_dir():
+        return sorted(parts.glob("part-*.parquet"))
+    return []
+
+
+def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], list[str]]:
+    """Every run dir (holding summary.json) under ``roots``. -> (runs, warnings)."""
+    runs: list[Run] = []
+    warnings: list[str] = []
+    seen: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            warnings.append(f"{root}: does not exist")
+            continue
+        found = [root / "summary.json"] if (root / "summary.json").is_file() else sorted(root.rglob("summary.json"))
+        for sj in found:
+            d = sj.parent.resolve()
+            if d in seen or "aggregate" in sj.relative_to(root).parts[:1]:
+                continue
+            seen.add(d)
+            try:
+                summary = json.loads(sj.read_text(encoding="utf-8"))
+                if not isinstance(summary, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                warnings.append(f"{sj}: unreadable summary ({exc}); run skipped")
+                continue
+            files = history_files(sj.parent)
+            if not files:
+                warnings.append(f"{sj.parent}: no history.parquet; run skipped")
+                continue
+            key = d.name if d == root.resolve() else d.relative_to(root.resolve()).as_posix()
+            run = Run(len(runs), key, sj.parent, summary, files)
+            run.scenario = _load_scenario(sj.parent / "scenario.yaml", warnings)
+            run.config_key = config_key(run)
+            runs.append(run)
+    keys = [r.run_key for r in runs]
+    if len(set(keys)) != len(keys):  # same relative path under two roots: use full paths
+        for r in runs:
+            r.run_key = r.run_dir.resolve().as_posix()
+    return runs, warnings
+
+
+def _load_scenario(path: Path, warnings: list[str]) -> Any:
+    if not path.is_file():
+        return None
+    from bench.scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as exc:
+        warnings.append(f"{path}: {str(exc).splitlines()[0]} (scenario ignored)")
+        return None
+
+
+def _fmt_b(v: Any) -> str:
+    if v is None:
+        return "none"
+    from bench.scenario import format_bytes
+
+    try:
+        return format_bytes(int(v))
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def config_key(run: Run) -> str:
+    """Runs with the same scenario, system and sweep parameters are repeats of one configuration."""
+    parts = [str(run.summary.get("scenario") or (run.scenario.name if run.scenario else "?")), run.system,
+             f"prefill={_fmt_b(run.param('prefill_bytes_per_partition'))}"]
+    if run.system == "replication":
+        parts.append(f"throttle={_fmt_b(run.param('replication_throttle_bytes_per_s'))}" + "/s" * bool(run.param('replication_throttle_bytes_per_s')))
+    elif run.system == "shared":
+        parts.append(f"objstore={_fmt_b(run.param('objstore_bandwidth_bytes_per_s'))}" + "/s" * bool(run.param('objstore_bandwidth_bytes_per_s')))
+    parts += [f"msg={_fmt_b(run.param('message_bytes'))}", f"rate={run.param('produce_rate_msgs_per_s')}/s",
+              f"brokers={run.param('brokers')}"]
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Spark
+
+
+@contextmanager
+def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuffle_partitions: int = 4,
+                  app_name: str = "reassign-bench-aggregate"):
+    """A Spark session configured for this machine (local, loopback only, no UI); always stopped."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    master = master or "local[*]"
+    b = (SparkSession.builder.master(master).appName(app_name)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.adaptive.enabled", "true"))
+    if master.startswith("local"):
+        b = (b.config("spark.driver.memory", driver_memory)
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1"))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _spark_schema():
+    from pyspark.sql import types as T
+
+    m = {pa.string(): T.StringType(), pa.float64(): T.DoubleType(), pa.int64(): T.LongType(),
+         pa.int32(): T.IntegerType()}
+    return T.StructType([T.StructField(f.name, m[f.type], True) for f in SCHEMA])
+
+
+def read_histories(spark, runs: Sequence[Run]):
+    """All histories as one DataFrame with an int ``run_idx`` column (no data leaves Spark)."""
+    from pyspark.sql import functions as F
+
+    schema = _spark_schema()
+    frames = [spark.read.schema(schema).parquet(*[str(f) for f in r.history_files])
+              .withColumn("run_idx", F.lit(r.idx).cast("int")) for r in runs]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    return df
+
+
+def _q(col, mode: str, accuracy: int):
+    from pyspark.sql import functions as F
+
+    qs = F.array(*[F.lit(q) for q in QUANTILES])
+    if mode == "exact":
+        return F.percentile(col, qs)
+    return F.percentile_approx(col, qs, accuracy)
+
+
+# --------------------------------------------------------------------------------------------
+# The job
+
+
+@dataclass
+class AggregateResult:
+    out_dir: Path
+    runs: list[Run]
+    tables: dict[str, list[dict[str, Any]]]
+    models: dict[str, Any]
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str] = DEFAULT_OUT, *,
+              spark=None, master: str | None = None, quantiles: str = "exact",
+              accuracy: int = APPROX_ACCURACY, write: bool = True) -> AggregateResult:
+    """Discover runs under ``roots``, aggregate them with Spark, fit the models, write tables.
+
+    ``spark``: an existing session (kept running); otherwise one is started and stopped here.
+    Raises :class:`AggregateError` when there is nothing to aggregate.
+    """
+    if quantiles not in ("approx", "exact"):
+        raise ValueError("quantiles must be 'approx' or 'exact'")
+    runs, warnings = discover_runs(roots)
+    if not runs:
+        where = ", ".join(str(r) for r in roots) or "(no directory given)"
+        raise AggregateError(
+            f"no runs found under {where}: a run directory holds summary.json and history.parquet. "
+            "Produce runs with `python -m bench run <scenario.yaml>` first." + "".join(f"\n  {w}" for w in warnings))
+    if spark is None:
+        with spark_session(master) as s:
+            return aggregate(roots, out_dir, spark=s, quantiles=quantiles, accuracy=accuracy, write=write)
+    out = Path(out_dir)
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+    tables = _compute(spark, runs, quantiles, accuracy, warnings, timings)
+    t = time.perf_counter()
+    models, model_tables = fit_models(tables["moves"])
+    tables.update(model_tables)
+    tables["configs"] = config_table(runs, tables)
+    timings["models_s"] = time.perf_counter() - t
+    timings["total_s"] = time.perf_counter() - t_all
+    for k in ("_cpu_start", "_cpu_last"):
+        timings.pop(k, None)
+    res = AggregateResult(out, runs, tables, models, warnings, timings)
+    if write:
+        write_outputs(res)
+    return res
+
+
+def _jvm_cpu_s() -> float | None:
+    """CPU seconds used so far by this process's children (the local Spark JVM): a figure that
+    holds up better than wall time on a shared machine."""
+    try:
+        import psutil
+
+        return sum(sum(c.cpu_times()[:2]) for c in psutil.Process().children(recursive=True))
+    except Exception:  # noqa: BLE001 - diagnostics only
+        return None
+
+
+def _cpu_mark(timings: dict[str, float], stage: str) -> None:
+    now = _jvm_cpu_s()
+    if now is None:
+        return
+    last = timings.pop("_cpu_last", timings.get("_cpu_start", now))
+    timings[f"{stage}_jvm_cpu_s"] = now - last
+    timings["_cpu_last"] = now
+
+
+def _compute(spark, runs: list[Run], qmode: str, accuracy: int, warnings: list[str],
+             timings: dict[str, float], cache: bool = False) -> dict[str, list[dict[str, Any]]]:
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    timings["_cpu_start"] = _jvm_cpu_s() or 0.0
+    hist = read_histories(spark, runs)
+    sends = (hist.filter(F.col("kind") == "send")
+             .select("run_idx", "ts", "ack_ts", "outcome", "topic", "partition", "size_bytes")
+             .withColumn("lat_ms", F.when((F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(),
+                                          (F.col("ack_ts") - F.col("ts")) * 1000.0)))
+    if cache:
+        from pyspark import StorageLevel
+
+        sends = sends.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, t0)
+    finally:
+        if cache:
+            sends.unpersist()
+
+
+def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, t0):
+    from pyspark.sql import functions as F
+
+    by_idx = {r.idx: r for r in runs}
+
+    # 1. Per run: counts, load window, latency over the whole run (raw samples).
+    is_send = F.col("kind") == "send"
+    stats_rows = (hist.groupBy("run_idx").agg(
+        F.count(F.lit(1)).alias("history_rows"),
+        F.sum(is_send.cast("long")).alias("sends"),
+        F.sum((is_send & (F.col("outcome") == "ok")).cast("long")).alias("send_ok"),
+        F.sum((is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull()).cast("long")).alias("acked"),
+        F.sum((is_send & (F.col("outcome") == "fail")).cast("long")).alias("send_fail"),
+        F.sum((is_send & (F.col("outcome") == "info")).cast("long")).alias("send_info"),
+        F.sum((F.col("kind") == "read").cast("long")).alias("reads"),
+        F.sum((F.col("kind") == "event").cast("long")).alias("events"),
+        F.min(F.when(is_send, F.col("ts"))).alias("load_start"),
+        F.max(F.when(is_send, F.col("ts"))).alias("load_end"),
+        F.min("ts").alias("first_ts"),
+        F.count(F.when(is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(), 1)).alias("latency_count"),
+        _q(F.when(is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(),
+                  (F.col("ack_ts") - F.col("ts")) * 1000.0), qmode, accuracy).alias("lat_q"),
+        F.max(F.when(is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(),
+                     (F.col("ack_ts") - F.col("ts")) * 1000.0)).alias("latency_max_ms"),
+    ).collect())
+    for row in stats_rows:
+        st = row.asDict()
+        q = st.pop("lat_q") or [None] * 3
+        st.update(latency_p50_ms=q[0], latency_p99_ms=q[1], latency_p999_ms=q[2])
+        if st["load_start"] is None:  # no sends: checkers fall back to the first ts
+            st["load_start"] = st["load_end"] = st["first_ts"] or 0.0
+        by_idx[row["run_idx"]].stats = st
+    for r in runs:
+        r.stats = r.stats or {"history_rows": 0, "sends": 0, "load_start": 0.0, "load_end": 0.0}
+
+    # 2. Events (a few thousand rows per run; Parquet pushdown skips the rest) to the driver, and
+    # actions rebuilt from them exactly as the checkers do.
+    per_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in hist.filter(F.col("kind") == "event").select("run_idx", *EVENT_COLS).collect():
+        d = row.asDict()
+        per_run[d.pop("run_idx")].append(d)
+    for r in runs:
+        cols = {f: [e.get(f) for e in per_run.get(r.idx, [])] for f in SCHEMA.names}
+        r.view = HistoryView(pa.Table.from_pydict(cols, schema=SCHEMA), r.scenario)
+        _ = r.view.events  # parse once (counts malformed events)
+    timings["scan_s"] = time.perf_counter() - t0
+    _cpu_mark(timings, "scan")
+
+    # 3. Driver-side plan: move candidates, unavailability windows, latency windows, timeline bins.
+    move_keys: list[dict[str, Any]] = []
+    unav_windows: list[dict[str, Any]] = []
+    lat_windows: list[dict[str, Any]] = []
+    tl_params: list[dict[str, Any]] = []
+    bytes_by_action: dict[tuple[int, str], dict[str, Any]] = {}
+    phases_rows: list[dict[str, Any]] = []
+    for r in runs:
+        v = r.view
+        ls, le = float(r.stats["load_start"]), float(r.stats["load_end"])
+        acts = v.actions
+        move_keys += _move_candidates(r, v)
+        for a in acts:
+            w0 = max(a.start - UNAVAILABLE_PRE_S, ls)
+            end = a.end if a.end is not None else le
+            w1 = max(min(end + UNAVAILABLE_POST_S, le), w0)
+            for tp in sorted(a.partitions):
+                unav_windows.append({"run_idx": r.idx, "action_id": str(a.action_id), "topic": tp[0],
+                                     "partition": tp[1], "w0": w0, "w1": w1})
+        prev_end = ls
+        for i, a in enumerate(acts):
+            nxt = acts[i + 1].start if i + 1 < len(acts) else le
+            end = a.end if a.end is not None else max(nxt, a.start)
+            bounds = {"before": (max(ls, prev_end), a.start, False), "during": (a.start, end, False),
+                      "after": (end, max(nxt, end), True)}
+            for ph, (lo, hi, inc) in bounds.items():
+                base = {"run_idx": r.idx, "action_id": str(a.action_id), "phase": ph, "lo": lo, "hi": hi,
+                        "inc": inc}
+                lat_windows.append({**base, "scope": "all", "topic": None, "partition": None})
+                for tp in sorted(a.partitions):
+                    lat_windows.append({**base, "scope": "partitions", "topic": tp[0], "partition": tp[1]})
+            prev_end = end
+        bm = check_bytes_moved(v)
+        for a in bm["actions"]:
+            bytes_by_action[(r.idx, str(a["action_id"]))] = a
+        for e in v.events_named(EVENT_MOVE_PHASE):
+            phases_rows.append({"run_key": r.run_key, "system": r.system, "action_id": str(e.action_id),
+                                "phase": str(e.detail.get("phase")),
+                                "seconds": float(e.detail.get("seconds") or 0.0),
+                                "bytes": float(e.detail.get("bytes") or 0.0)})
+        moves_acts = [a for a in acts if a.kind in MOVE_ACTIONS] or acts
+        t_ref = moves_acts[0].start if moves_acts else ls
+        span = max(le - ls, 1e-3)
+        bin_s = next((b for b in NICE_BINS if span / b <= TIMELINE_BINS), NICE_BINS[-1])
+        tl_params.append({"run_idx": r.idx, "t0": t_ref, "bin_s": float(bin_s)})
+        r.stats.update(timeline_t0=t_ref, timeline_bin_s=float(bin_s))
+
+    t1 = time.perf_counter()
+    # 4. Per action and partition it acts on, in one pass over its acked sends: the first ack
+    # served by the new owner (move_seconds), the longest ack-free interval in the action's window
+    # (unavailable_seconds) and the bytes acked before the request (partition size estimate).
+    per_tp, run_gaps = _partition_pass(spark, sends, runs, unav_windows, move_keys)
+    first_acks = per_tp
+    gaps = {k: v["unavailable_seconds"] for k, v in per_tp.items()}
+    timings["moves_unavailable_s"] = time.perf_counter() - t1
+    _cpu_mark(timings, "moves_unavailable")
+
+    # 6. Latency before/during/after each action, per run and pooled per configuration.
+    t2 = time.perf_counter()
+    latency_rows = _latency(spark, sends, lat_windows, runs, qmode, accuracy)
+    timings["latency_s"] = time.perf_counter() - t2
+    _cpu_mark(timings, "latency")
+
+    # 7. Timeline (sent/acked per bin, latency quantiles per bin) and error counts.
+    t3 = time.perf_counter()
+    timeline_rows = _timeline(spark, sends, tl_params, runs, qmode, accuracy)
+    err_rows = (hist.filter((F.col("kind") == "send") & (F.col("outcome") != "ok"))
+                .groupBy("run_idx", "outcome", "error").count().collect())
+    errors = [{"run_key": by_idx[e["run_idx"]].run_key, "system": by_idx[e["run_idx"]].system,
+               "outcome": e["outcome"], "error": e["error"], "count": e["count"]} for e in err_rows]
+    errors.sort(key=lambda e: (e["run_key"], -e["count"]))
+    timings["timeline_errors_s"] = time.perf_counter() - t3
+    _cpu_mark(timings, "timeline_errors")
+
+    # 8. Assemble per-move and per-run rows.
+    moves = _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action)
+    run_rows = _run_rows(runs, moves, gaps, run_gaps)
+    return {"runs": run_rows, "moves": moves, "latency": latency_rows, "errors": errors,
+            "phases": phases_rows, "timeline": timeline_rows}
+
+
+def _move_candidates(r: Run, v: HistoryView) -> list[dict[str, Any]]:
+    """Per move action and partition: request ts and the leader change to the new owner, chosen
+    exactly as :func:`bench.checkers.check_move_seconds` chooses it."""
+    out = []
+    leader_changes = v.events_named(EVENT_LEADER_CHANGE)
+    completes = v.events_named(EVENT_MOVE_COMPLETE)
+    for a in v.actions:
+        if a.kind not in MOVE_ACTIONS:
+            continue
+        for tp in sorted(a.partitions):
+            mc = next((e for e in completes if _hashable(e.action_id) == a.action_id and _tp_of(e) == tp), None)
+            new_leader = mc.detail.get("new_leader") if mc is not None else None
+            targets = [new_leader] if new_leader is not None else a.targets.get(tp)
+            lc = next((e for e in leader_changes
+                       if _tp_of(e) == tp and e.ts >= a.start
+                       and (e.action_id is None or _hashable(e.action_id) == a.action_id)
+                       and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
+                       and (not targets or e.detail["leader"] in targets)), None)
+            out.append({"run_idx": r.idx, "action_id": str(a.action_id), "action": a.kind, "topic": tp[0],
+                        "partition": tp[1], "request_ts": a.start, "end_ts": a.end,
+                        "lc_ts": lc.ts if lc is not None else None,
+                        "new_leader": lc.detail["leader"] if lc is not None else new_leader})
+    return out
+
+
+def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]],
+                    move_keys: list[dict[str, Any]]) -> tuple[dict[tuple, dict[str, Any]], dict[int, float]]:
+    """One sort of every partition's acks, then one aggregation (two grouping sets) giving:
+
+    * per (run, action, partition) window ``[w0, w1]``: ``unavailable_seconds`` = the longest
+      interval in the window without an ack (window edges count), ``first_ack_ts`` = the first ack
+      of a send invoked at/after the request and acked at/after the leader change (move_seconds),
+      ``produced_before`` = bytes acked before the request;
+    * per run: the longest ack-free interval of any partition with a send over the load window.
+
+    ``d`` = an ack's distance to the previous ack of its partition; a gap lies inside a window
+    when both its acks do (``ack_ts - d >= w0``). -> (per window key, per run_idx).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    tpk = ["run_idx", "topic", "partition"]
+    lw = spark.createDataFrame([(r.idx, float(r.stats["load_start"]), float(r.stats["load_end"])) for r in runs],
+                               "run_idx int, ls double, le double")
+    mk = {(m["run_idx"], m["action_id"], m["topic"], m["partition"]): m for m in move_keys}
+    wrows = []
+    for x in windows:
+        m = mk.get((x["run_idx"], x["action_id"], x["topic"], x["partition"]), {})
+        wrows.append((x["run_idx"], x["action_id"], x["topic"], x["partition"], x["w0"], x["w1"],
+                      m.get("request_ts"), m.get("lc_ts")))
+    w = spark.createDataFrame(wrows or [(-1, "", "", -1, 0.0, 0.0, None, None)],
+                              "run_idx int, action_id string, topic string, partition int, w0 double, "
+                              "w1 double, request_ts double, lc_ts double")
+    acks = F.when(F.col("lat_ms").isNotNull(), F.col("ack_ts"))
+    s = (sends.filter(F.col("topic").isNotNull() & (F.col("partition") >= 0))
+         .select(*tpk, "ts", "size_bytes", acks.alias("ack"))
+         .withColumn("d", F.col("ack") - F.lag("ack").over(Window.partitionBy(*tpk).orderBy("ack")))
+         .join(F.broadcast(lw), "run_idx")
+         .join(F.broadcast(w), tpk, "left"))
+    ack, d = F.col("ack"), F.col("d")
+    in_load = (ack >= F.col("ls")) & (ack <= F.col("le"))
+    in_w = (ack >= F.col("w0")) & (ack <= F.col("w1"))
+    res = (s.groupBy(*tpk, "action_id").agg(
+        F.max(F.when(in_load & (ack - d >= F.col("ls")), d)).alias("run_inner"),
+        F.min(F.when(in_load, ack)).alias("run_first"), F.max(F.when(in_load, ack)).alias("run_last"),
+        F.max(F.when(in_w & (ack - d >= F.col("w0")), d)).alias("inner"),
+        F.min(F.when(in_w, ack)).alias("first"), F.max(F.when(in_w, ack)).alias("last"),
+        F.min(F.when((F.col("ts") >= F.col("request_ts")) & F.col("lc_ts").isNotNull()
+                     & (ack >= F.col("lc_ts")), ack)).alias("first_ack_ts"),
+        F.sum(F.when(ack < F.col("request_ts"), F.col("size_bytes"))).alias("produced_before"),
+    ).collect())
+    found = {(x["run_idx"], x["action_id"], x["topic"], x["partition"]): x.asDict() for x in res}
+    out = {}
+    for x in windows:
+        k = (x["run_idx"], x["action_id"], x["topic"], x["partition"])
+        g = found.get(k) or {"first": None, "first_ack_ts": None, "produced_before": None}
+        if g["first"] is None:
+            gap = x["w1"] - x["w0"]  # no ack at all in the window: the whole window
+        else:
+            gap = max(g["first"] - x["w0"], x["w1"] - g["last"], g["inner"] or 0.0)
+        out[k] = {"unavailable_seconds": gap, "first_ack_ts": g["first_ack_ts"],
+                  "produced_before": g["produced_before"]}
+    win = {r.idx: (float(r.stats["load_start"]), float(r.stats["load_end"])) for r in runs}
+    run_gaps: dict[int, float] = {}
+    for x in res:  # rows of one partition (one per window on it) carry the same run_* values
+        ls, le = win[x["run_idx"]]
+        g = le - ls if x["run_first"] is None else max(x["run_first"] - ls, le - x["run_last"], x["run_inner"] or 0.0)
+        run_gaps[x["run_idx"]] = max(run_gaps.get(x["run_idx"], 0.0), g)
+    return out, run_gaps
+
+
+def _latency(spark, sends, windows: list[dict[str, Any]], runs: list[Run], qmode: str,
+             accuracy: int) -> list[dict[str, Any]]:
+    """Latency quantiles per (run, action, scope, phase) and pooled per (configuration, action,
+    scope, phase), always from raw samples (a configuration's quantiles are never averaged from
+    its runs')."""
+    from pyspark.sql import functions as F
+
+    if not windows:
+        return []
+    by_idx = {r.idx: r for r in runs}
+    w = spark.createDataFrame(
+        [(x["run_idx"], x["action_id"], x["phase"], x["scope"], x["topic"], x["partition"], x["lo"], x["hi"],
+          x["inc"], by_idx[x["run_idx"]].config_key) for x in windows],
+        "run_idx int, action_id string, phase string, scope string, wtopic string, wpartition int, "
+        "lo double, hi double, inc boolean, config_key string")
+    s = sends.select("run_idx", "ts", "lat_ms", "outcome", "topic", "partition")
+    cond = ((s["run_idx"] == w["run_idx"]) & (s["ts"] >= w["lo"])
+            & ((s["ts"] < w["hi"]) | (w["inc"] & (s["ts"] == w["hi"])))
+            & (w["wtopic"].isNull() | ((s["topic"] == w["wtopic"]) & (s["partition"] == w["wpartition"]))))
+    j = s.join(F.broadcast(w), cond).select(s["run_idx"], "config_key", "action_id", "scope", "phase",
+                                            "lat_ms", "outcome")
+    qfn = (_q(F.col("lat_ms"), qmode, accuracy)).alias("q")
+    aggs = [F.count("lat_ms").alias("n"), qfn, F.max("lat_ms").alias("mx"),
+            F.sum((F.col("outcome") == "info").cast("long")).alias("info_count"),
+            F.sum((F.col("outcome") == "fail").cast("long")).alias("fail_count")]
+    res = [{**x.asDict(), "pooled": 0} for x in
+           j.groupBy("config_key", "run_idx", "action_id", "scope", "phase").agg(*aggs).collect()]
+    # Pooled per configuration: only where a configuration has several runs (else it is the run).
+    n_runs: dict[str, int] = defaultdict(int)
+    for r in runs:
+        n_runs[r.config_key] += 1
+    multi = sorted(r.idx for r in runs if n_runs[r.config_key] > 1)
+    if multi:
+        res += [{**x.asDict(), "pooled": 1, "run_idx": None} for x in
+                j.filter(F.col("run_idx").isin(multi)).groupBy("config_key", "action_id", "scope", "phase")
+                .agg(*aggs).collect()]
+    got = {(x["pooled"], x["config_key"], x["run_idx"], x["action_id"], x["scope"], x["phase"]): x for x in res}
+    out = []
+    seen_w = {}
+    for x in windows:  # one row per planned window, even if no send fell in it
+        seen_w.setdefault((x["run_idx"], x["action_id"], x["scope"], x["phase"]), x)
+    for (ri, aid, scope, ph), x in seen_w.items():
+        r = by_idx[ri]
+        g = got.get((0, r.config_key, ri, aid, scope, ph))
+        out.append(_lat_row("run", r.run_key, r.system, aid, scope, ph, x["lo"], x["hi"], g, r.run_key))
+    cfg_runs: dict[str, list[str]] = defaultdict(list)
+    for r in runs:
+        cfg_runs[r.config_key].append(r.run_key)
+    pooled = sorted({(by_idx[ri].config_key, aid, scope, ph) for (ri, aid, scope, ph) in seen_w})
+    for ck, aid, scope, ph in pooled:
+        if n_runs[ck] > 1:
+            g = got.get((1, ck, None, aid, scope, ph))
+        else:  # one run: its figures are the configuration's
+            ri = next(r.idx for r in runs if r.config_key == ck)
+            g = got.get((0, ck, ri, aid, scope, ph))
+        system = next(r.system for r in runs if r.config_key == ck)
+        out.append(_lat_row("config", ck, system, aid, scope, ph, None, None, g, ",".join(sorted(cfg_runs[ck]))))
+    return out
+
+
+def _lat_row(level, key, system, aid, scope, ph, lo, hi, g, runs) -> dict[str, Any]:
+    q = (g["q"] if g is not None else None) or [None] * 3
+    return {"level": level, "key": key, "system": system, "action_id": aid, "scope": scope, "phase": ph,
+            "from_ts": lo, "to_ts": hi, "count": g["n"] if g is not None else 0, "p50_ms": q[0], "p99_ms": q[1],
+            "p999_ms": q[2], "max_ms": g["mx"] if g is not None else None,
+            "info_count": (g["info_count"] or 0) if g is not None else 0,
+            "fail_count": (g["fail_count"] or 0) if g is not None else 0, "runs": runs}
+
+
+def _timeline(spark, sends, params: list[dict[str, Any]], runs: list[Run], qmode: str,
+              accuracy: int) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    if not params:
+        return []
+    p = spark.createDataFrame([(x["run_idx"], x["t0"], x["bin_s"]) for x in params],
+                              "run_idx int, t0 double, bin_s double")
+    s = sends.join(F.broadcast(p), "run_idx")
+    by_send = (s.withColumn("bin", F.floor((F.col("ts") - F.col("t0")) / F.col("bin_s")).cast("long"))
+               .groupBy("run_idx", "bin").agg(
+                   F.count(F.lit(1)).alias("sent"),
+                   F.sum((F.col("outcome") == "fail").cast("long")).alias("fail"),
+                   F.sum((F.col("outcome") == "info").cast("long")).alias("info"),
+                   _q(F.col("lat_ms"), qmode, min(accuracy, TIMELINE_ACCURACY)).alias("q")).collect())
+    by_ack = (s.filter(F.col("lat_ms").isNotNull())
+              .withColumn("bin", F.floor((F.col("ack_ts") - F.col("t0")) / F.col("bin_s")).cast("long"))
+              .groupBy("run_idx", "bin").count().collect())
+    by_idx = {r.idx: r for r in runs}
+    binw = {x["run_idx"]: x["bin_s"] for x in params}
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def row(ri: int, b: int) -> dict[str, Any]:
+        k = (ri, b)
+        if k not in rows:
+            rows[k] = {"run_key": by_idx[ri].run_key, "system": by_idx[ri].system, "bin": b,
+                       "t_rel_s": b * binw[ri], "bin_s": binw[ri], "sent": 0, "acked": 0, "fail": 0, "info": 0,
+                       "acks_per_s": 0.0, "p50_ms": None, "p99_ms": None}
+        return rows[k]
+
+    for x in by_send:
+        q = x["q"] or [None] * 3
+        row(x["run_idx"], x["bin"]).update(sent=x["sent"], fail=x["fail"], info=x["info"], p50_ms=q[0], p99_ms=q[1])
+    for x in by_ack:
+        rr = row(x["run_idx"], x["bin"])
+        rr.update(acked=x["count"], acks_per_s=x["count"] / binw[x["run_idx"]])
+    return [rows[k] for k in sorted(rows, key=lambda k: (by_idx[k[0]].run_key, k[1]))]
+
+
+def _summary_moves(r: Run) -> dict[tuple[str, str, int], dict[str, Any]]:
+    out = {}
+    for m in r.summary.get("moves") or []:
+        if isinstance(m, dict) and m.get("topic") is not None and m.get("partition") is not None:
+            out[(str(m.get("action_id")), str(m["topic"]), int(m["partition"]))] = m
+    return out
+
+
+def _unuploaded_from_phases(phases: dict[str, dict[str, float]]) -> float | None:
+    b = [ph["bytes"] for name, ph in phases.items()
+         if any(w in name.lower() for w in ("upload", "flush", "unuploaded", "tail")) and ph["bytes"]]
+    return float(sum(b)) if b else None
+
+
+def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
+    by_idx = {r.idx: r for r in runs}
+    phases: dict[tuple[int, str], dict[str, dict[str, float]]] = defaultdict(dict)
+    for r in runs:
+        for e in r.view.events_named(EVENT_MOVE_PHASE):
+            ph = phases[(r.idx, str(e.action_id))].setdefault(str(e.detail.get("phase")), {"seconds": 0.0, "bytes": 0.0})
+            ph["seconds"] += float(e.detail.get("seconds") or 0.0)
+            ph["bytes"] += float(e.detail.get("bytes") or 0.0)
+    sm_cache = {r.idx: _summary_moves(r) for r in runs}
+    n_parts: dict[tuple[int, str], int] = defaultdict(int)
+    for m in move_keys:
+        n_parts[(m["run_idx"], m["action_id"])] += 1
+    rows = []
+    for m in move_keys:
+        r = by_idx[m["run_idx"]]
+        k = (m["run_idx"], m["action_id"], m["topic"], m["partition"])
+        fa = first_acks.get(k, {})
+        first = fa.get("first_ack_ts")
+        if m["lc_ts"] is None:
+            secs, status = None, "unknown: no leader_change to the new leader"
+        elif first is None:
+            secs, status = None, "unknown: no ack after the leader change"
+        else:
+            secs, status = first - m["request_ts"], "ok"
+        sm = sm_cache[r.idx].get((m["action_id"], m["topic"], m["partition"]), {})
+        produced = fa.get("produced_before")
+        prefill = r.param("prefill_bytes_per_partition")
+        if sm.get("partition_bytes") is not None:
+            pbytes, psrc = float(sm["partition_bytes"]), "summary"
+        elif prefill is not None:
+            pbytes, psrc = float(prefill) + float(produced or 0), "prefill+produced"
+        else:
+            pbytes, psrc = None, "unknown"
+        single = n_parts[(m["run_idx"], m["action_id"])] == 1
+        ba = bytes_by_action.get((m["run_idx"], m["action_id"]), {})
+        if sm.get("bytes_moved_inter_broker") is not None or sm.get("bytes_moved_objstore") is not None:
+            ib, ob, bsrc = sm.get("bytes_moved_inter_broker"), sm.get("bytes_moved_objstore"), "summary"
+        elif ba and single:
+            ib, ob, bsrc = ba.get("inter_broker_bytes"), ba.get("objstore_bytes"), "counters"
+        else:
+            ib = ob = None
+            bsrc = "counters (action total, several partitions)" if ba else "none"
+        moved = None if ib is None and ob is None else float(ib or 0) + float(ob or 0)
+        ph = phases.get((m["run_idx"], m["action_id"]), {})
+        unupl = _unuploaded_from_phases(ph) if single else None
+        if unupl is None and r.system == "shared":
+            unupl = float(ob) if ob is not None else None
+        rows.append({
+            "run_key": r.run_key, "system": r.system, "config_key": r.config_key, "action_id": m["action_id"],
+            "action": m["action"], "topic": m["topic"], "partition": m["partition"],
+            "new_leader": m["new_leader"], "request_ts": m["request_ts"], "leader_change_ts": m["lc_ts"],
+            "first_ack_ts": first, "end_ts": m["end_ts"], "move_seconds": secs, "move_seconds_status": status,
+            "summary_move_seconds": sm.get("move_seconds") if isinstance(sm.get("move_seconds"), (int, float)) else None,
+            "unavailable_seconds": gaps.get(k),
+            "partition_bytes": pbytes, "partition_bytes_source": psrc, "produced_bytes_before_move": produced,
+            "bytes_moved_inter_broker": ib, "bytes_moved_objstore": ob, "bytes_moved": moved, "bytes_source": bsrc,
+            "unuploaded_bytes": unupl,
+            "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
+            "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
+            "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
+        })
+    rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
+    return rows
+
+
+def _verdict(v: Any) -> str | None:
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return None if v is None else str(v)
+
+
+def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
+    rows = []
+    for r in runs:
+        st = r.stats
+        checks = r.summary.get("checks") or {}
+        mine = [m for m in moves if m["run_key"] == r.run_key]
+        secs = [m["move_seconds"] for m in mine if m["move_seconds"] is not None]
+        ug = [g for (ri, *_), g in gaps.items() if ri == r.idx]
+        bm = [m["bytes_moved"] for m in mine if m["bytes_moved"] is not None]
+        failed = checks.get("failed")
+        row = {
+            "run_key": r.run_key, "run_id": r.summary.get("run_id"), "run_dir": str(r.run_dir),
+            "scenario": r.summary.get("scenario") or (r.scenario.name if r.scenario else None),
+            "system": r.system, "config_key": r.config_key, "synthetic": bool(r.summary.get("synthetic")),
+            "started_at": r.summary.get("started_at"),
+            "duration_s": r.summary.get("duration_s"), "git_commit": r.summary.get("git_commit"),
+            **{p: r.param(p) for p in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s",
+                                       "objstore_bandwidth_bytes_per_s", "message_bytes",
+                                       "produce_rate_msgs_per_s", "brokers")},
+            **{k: st.get(k) for k in ("history_rows", "sends", "acked", "send_fail", "send_info", "reads", "events",
+                                      "load_start", "load_end", "latency_count", "latency_p50_ms", "latency_p99_ms",
+                                      "latency_p999_ms", "latency_max_ms", "timeline_t0", "timeline_bin_s")},
+            "malformed_events": r.view.bad_events if r.view else 0,
+            "moves": len(mine), "max_move_seconds": max(secs) if secs else None,
+            "max_unavailable_seconds": max(ug) if ug else None,
+            "run_max_unavailable_seconds": run_gaps.get(r.idx),
+            "bytes_moved": sum(bm) if bm else None,
+            "valid": _verdict(checks.get("valid", "unknown")),
+            "failed_checks": ",".join(failed) if isinstance(failed, list) else None,
+        }
+        for name in SAFETY_CHECKS:
+            c = checks.get(name)
+            row[name] = _verdict(c.get("valid") if isinstance(c, dict) else c)
+        rows.append(row)
+    rows.sort(key=lambda x: x["run_key"])
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Models and per-configuration table
+
+
+def move_points(moves: Iterable[dict[str, Any]]) -> list[mdl.MovePoint]:
+    pts = []
+    for m in moves:
+        if m.get("move_seconds") is None or m.get("partition_bytes") is None:
+            continue
+        if m["system"] == mdl.COPY:
+            travel, bw = m["partition_bytes"], m.get("replication_throttle_bytes_per_s")
+        elif m["system"] == mdl.SHARED:
+            travel, bw = m.get("unuploaded_bytes"), m.get("objstore_bandwidth_bytes_per_s")
+            if travel is None:
+                continue
+        else:
+            continue
+        pts.append(mdl.MovePoint(m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
+                                 float(travel), float(bw) if bw else None))
+    return pts
+
+
+def fit_models(moves: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """-> (models by system, {"model_fit", "model_validation", "projection"} rows)."""
+    pts = move_points(moves)
+    models: dict[str, mdl.MoveModel] = {}
+    fit_rows, val_rows = [], []
+    notes: dict[str, str] = {}
+    for system in (mdl.COPY, mdl.SHARED):
+        try:
+            models[system] = mdl.fit_model(pts, system)
+            fit_rows.append(models[system].to_row())
+        except ValueError as exc:
+            notes[system] = str(exc)
+        ho = mdl.held_out(pts, system)
+        base = {k: ho.get(k) for k in ("system", "status", "reason", "test_size", "target_pct")}
+        base["train_sizes"] = ",".join(f"{s:.0f}" for s in ho.get("train_sizes") or [])
+        base["train_runs"] = ",".join(ho.get("train_runs") or [])
+        if ho["rows"]:
+            for x in ho["rows"]:
+                err = x["error_pct"]
+                tgt = ho["target_pct"]
+                val_rows.append({**base, **x, "within_target": None if (tgt is None or err is None) else abs(err) <= tgt})
+        elif any(p.system == system for p in pts):
+            val_rows.append(base)
+    proj = mdl.project(models)
+    return ({"models": models, "notes": notes},
+            {"model_fit": fit_rows, "model_validation": val_rows, "projection": proj})
+
+
+def _med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    by_cfg: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by_cfg[r.config_key].append(r)
+    lat = {(x["key"], x["scope"], x["phase"]): x for x in tables["latency"]
+           if x["level"] == "config" and x["scope"] == "partitions"}
+    out = []
+    for ck, rs in sorted(by_cfg.items()):
+        keys = {r.run_key for r in rs}
+        mv = [m for m in tables["moves"] if m["run_key"] in keys]
+        secs = [m["move_seconds"] for m in mv if m["move_seconds"] is not None]
+        un = [m["unavailable_seconds"] for m in mv if m["unavailable_seconds"] is not None]
+        runs_valid = [r for r in tables["runs"] if r["run_key"] in keys]
+        verdicts = {x["valid"] for x in runs_valid}
+        r0 = rs[0]
+        # First action's windows (pooled raw samples over the configuration's runs).
+        first_aid = min((m["action_id"] for m in mv), default=None, key=lambda a: (len(a), a))
+        during = next((x for (k, s, p), x in lat.items() if k == ck and p == "during" and x["action_id"] == first_aid), None)
+        before = next((x for (k, s, p), x in lat.items() if k == ck and p == "before" and x["action_id"] == first_aid), None)
+        out.append({
+            "config_key": ck, "scenario": r0.summary.get("scenario"), "system": r0.system,
+            "prefill_bytes_per_partition": r0.param("prefill_bytes_per_partition"),
+            "replication_throttle_bytes_per_s": r0.param("replication_throttle_bytes_per_s"),
+            "objstore_bandwidth_bytes_per_s": r0.param("objstore_bandwidth_bytes_per_s"),
+            "runs": len(rs), "run_keys": ",".join(sorted(keys)), "moves": len(mv),
+            "move_seconds_median": _med(secs), "move_seconds_min": min(secs) if secs else None,
+            "move_seconds_max": max(secs) if secs else None,
+            "move_seconds_stdev": statistics.stdev(secs) if len(secs) >= 2 else None,
+            "unavailable_seconds_median": _med(un), "unavailable_seconds_max": max(un) if un else None,
+            "partition_bytes_median": _med([m["partition_bytes"] for m in mv if m["partition_bytes"] is not None]),
+            "bytes_moved_median": _med([m["bytes_moved"] for m in mv if m["bytes_moved"] is not None]),
+            "during_p99_ms": during["p99_ms"] if during else None,
+            "before_p99_ms": before["p99_ms"] if before else None,
+            "all_valid": "true" if verdicts == {"true"} else ("false" if "false" in verdicts else "unknown"),
+        })
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_outputs(res: AggregateResult) -> None:
+    out = res.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TABLES:
+        write_table(name, res.tables.get(name, []), out)
+    models = res.models["models"]
+    (out / "model.json").write_text(json.dumps({
+        "models": {k: m.to_row() for k, m in models.items()}, "notes": res.models["notes"],
+        "validation": res.tables["model_validation"], "projection": res.tables["projection"],
+        "timings_s": res.timings, "warnings": res.warnings,
+    }, indent=2, default=str), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(res), encoding="utf-8")
+
+
+def _f(x: Any, fmt: str = "{:.3g}") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return fmt.format(x) if isinstance(x, (int, float)) else str(x)
+
+
+def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str] | None = None) -> str:
+    """Model fit, held-out check and projection as Markdown (shared by summary.md and the report)."""
+    parts = ["### Fitted models", ""]
+    if tables["model_fit"]:
+        parts.append(md_table(
+            ["system", "mode", "fixed cost (s)", "slope", "efficiency", "R²", "RMSE (s)", "n", "runs"],
+            [[m["system"], m["mode"], f"{_f(m['fixed_s'])} ± {_f(m['fixed_se'])}",
+              f"{_f(m['slope'])} ± {_f(m['slope_se'])}" if m["slope_fitted"] else "1 (held)",
+              _f(m["efficiency"]) if m["efficiency"] is not None else _f(m["effective_rate_bytes_per_s"], "{:.3g} B/s"),
+              _f(m["r2"]), _f(m["rmse_s"]), m["n"], m["runs"]] for m in tables["model_fit"]]))
+        parts += [""] + [f"- **{m['system']}**: {m['assumptions']}" for m in tables["model_fit"]]
+    for s, n in (notes or {}).items():
+        parts.append(f"- **{s}**: not fitted ({n}).")
+    parts += ["", "### Held-out check (fit on the smaller sizes, predict the largest)", ""]
+    if tables["model_validation"]:
+        parts.append(md_table(
+            ["system", "status", "train sizes (bytes)", "held-out run", "size (bytes)", "measured (s)",
+             "predicted (s)", "error %", "within target"],
+            [[v["system"], v["status"] + (f" ({v['reason']})" if v.get("reason") else ""), v.get("train_sizes") or "–",
+              v.get("run_key") or "–", _f(v.get("partition_bytes"), "{:.0f}"), _f(v.get("measured_s")),
+              _f(v.get("predicted_s")), _f(v.get("error_pct"), "{:+.1f}"),
+              "–" if v.get("within_target") is None else ("yes" if v["within_target"] else "NO")]
+             for v in tables["model_validation"]]))
+    else:
+        parts.append("No measured moves to validate.")
+    parts += ["", "### Projection to TB-scale partitions", ""]
+    if tables["projection"]:
+        sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
+        systems = sorted({p["system"] for p in tables["projection"]})
+        rows = []
+        for gbit in mdl.PROJECTION_LINKS_GBIT:
+            for lbl in sizes:
+                row = [f"{gbit:g} Gbit/s", lbl]
+                for s in systems:
+                    p = next((x for x in tables["projection"] if x["system"] == s and x["link_gbit_s"] == gbit
+                              and x["size_label"] == lbl), None)
+                    row += [p["move_time"] if p else "–", mdl.human_bytes(p["bytes_moved"]) if p else "–"]
+                rows.append(row)
+        parts.append(md_table(["link", "partition"] + [f"{s} {c}" for s in systems for c in ("move time", "bytes moved")],
+                              rows))
+        parts += ["", "Assumptions:"]
+        seen = set()
+        for p in tables["projection"]:
+            if (p["system"], p["link_gbit_s"]) in seen:
+                continue
+            seen.add((p["system"], p["link_gbit_s"]))
+            parts.append(f"- {p['system']} @ {p['link_gbit_s']:g} Gbit/s: {p['basis']}; rests on runs: {p['based_on_runs']}")
+        parts.append("- 1 Gbit/s = 125 MB/s; sizes are decimal (1 TB = 10^12 bytes); the fitted fixed cost and "
+                     "efficiency are assumed to hold at the link speed; disks, CPU and the object store keep up.")
+    else:
+        parts.append("No model could be fitted: no measured moves.")
+    return "\n".join(parts) + "\n"
+
+
+def summary_markdown(res: AggregateResult) -> str:
+    t = res.tables
+    lines = ["# Aggregate of reassignment runs", "",
+             f"{len(res.runs)} run(s); tables in this directory (Parquet + CSV). Quantiles from raw samples.", ""]
+    if res.warnings:
+        lines += ["Warnings:"] + [f"- {w}" for w in res.warnings] + [""]
+    lines += ["## Configurations", "", md_table(
+        ["configuration", "runs", "move s (median)", "min–max", "unavailable s (max)", "partition bytes",
+         "bytes moved", "p99 before (ms)", "p99 during (ms)", "valid"],
+        [[c["config_key"], c["runs"], _f(c["move_seconds_median"]),
+          f"{_f(c['move_seconds_min'])}–{_f(c['move_seconds_max'])}", _f(c["unavailable_seconds_max"]),
+          mdl.human_bytes(c["partition_bytes_median"]), mdl.human_bytes(c["bytes_moved_median"]),
+          _f(c["before_p99_ms"]), _f(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]), ""]
+    lines += ["## Runs", "", md_table(
+        ["run", "system", "sends", "acked", "fail", "info", "p99 ms", "max move s", "max unavailable s", "valid",
+         "failed checks"],
+        [[r["run_key"], r["system"], r["sends"], r["acked"], r["send_fail"], r["send_info"], _f(r["latency_p99_ms"]),
+          _f(r["max_move_seconds"]), _f(r["max_unavailable_seconds"]), r["valid"], r["failed_checks"] or ""]
+         for r in t["runs"]]), ""]
+    lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
+    lines += ["", "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["AggregateError", "DEFAULT_OUT", "TABLES", "aggregate", "config_table", "discover_runs",
+           "fit_models", "model_markdown", "move_points", "spark_session", "summary_markdown"]

@@ -1,0 +1,555 @@
+"""The comparison report: `python -m bench report`.
+
+Reads the tables `python -m bench aggregate` wrote (``results/aggregate/*.parquet``; never a raw
+history) and writes ``results/report/report.html`` (self-contained: figures embedded as base64
+PNG), ``report.md`` (its Markdown twin) and ``figures/*.png``. Every figure's caption names the
+runs it comes from (run keys = run directories relative to the results root).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from bench import model as mdl
+from bench.aggregate import DEFAULT_OUT as DEFAULT_AGG
+from bench.aggregate import TABLES, md_table, model_markdown
+
+DEFAULT_REPORT = Path("results/report")
+COLORS = {"replication": "#c0392b", "shared": "#2471a3", "unknown": "#7f8c8d"}
+LABELS = {"replication": "replication copy (Kafka)", "shared": "shared storage (AutoMQ-style)"}
+MiB = 2**20
+
+
+class ReportError(Exception):
+    """A user-facing problem (no aggregate yet): printed, never a traceback."""
+
+
+def load_tables(agg_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    agg = Path(agg_dir)
+    if not (agg / "runs.parquet").is_file():
+        raise ReportError(f"no aggregate in {agg}: run `python -m bench aggregate [RESULTS_DIR]` first "
+                          "(it needs at least one run directory with summary.json and history.parquet)")
+    out = {}
+    for name in TABLES:
+        f = agg / f"{name}.parquet"
+        out[name] = pq.read_table(f).to_pylist() if f.is_file() else []
+    if not out["runs"]:
+        raise ReportError(f"the aggregate in {agg} holds no runs; nothing to report")
+    return out
+
+
+@dataclass
+class Figure:
+    name: str
+    title: str
+    png: bytes
+    caption: str
+    runs: list[str]
+
+
+def _short_runs(keys: list[str], limit: int = 40) -> str:
+    keys = sorted(set(keys))
+    if not keys:
+        return "none"
+    prefix = os.path.commonpath(keys) if len(keys) > 1 else ""
+    if prefix and prefix != keys[0]:
+        shown = [k[len(prefix):].lstrip("/") for k in keys]
+        text = f"`{prefix}/` + " + ", ".join(f"`{k}`" for k in shown[:limit])
+    else:
+        text = ", ".join(f"`{k}`" for k in keys[:limit])
+    if len(keys) > limit:
+        text += f" and {len(keys) - limit} more"
+    return f"{len(keys)} run(s): {text}"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+                         "figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3})
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _empty(plt, msg: str):
+    fig, ax = plt.subplots(figsize=(7, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, msg, ha="center", va="center", fontsize=11)
+    return fig
+
+
+TIME_TICKS = [(0.01, "10 ms"), (0.1, "100 ms"), (1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"),
+              (3600, "1 h"), (36000, "10 h"), (86400, "1 d"), (864000, "10 d")]
+
+
+def _nice_log_ticks(ax, axis: str, lo: float, hi: float, fmt) -> None:
+    """Ticks at 1, 2, 5 x 10^k inside [lo, hi], labelled with ``fmt``; no minor labels."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ticks = [m * 10**k for k in range(int(math.floor(math.log10(lo))) - 1, int(math.ceil(math.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10**k <= hi]
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_major_formatter(_fmt_obj(fmt))
+    a.set_minor_formatter(NullFormatter())
+
+
+def _fmt_obj(fmt):
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(fmt)
+
+
+def _time_ticks(ax, lo: float, hi: float) -> None:
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ticks = [(v, lbl) for v, lbl in TIME_TICKS if lo <= v <= hi]
+    ax.yaxis.set_major_locator(FixedLocator([v for v, _ in ticks]))
+    ax.yaxis.set_major_formatter(_fmt_obj(lambda v, _p: dict(TIME_TICKS).get(v, mdl.human_seconds(v))))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _bytes_fmt(v, _pos=None) -> str:
+    return mdl.human_bytes(v)
+
+
+def _secs_fmt(v, _pos=None) -> str:
+    return mdl.human_seconds(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+
+
+def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
+    plt = _plt()
+
+    moves = [m for m in t["moves"] if m["move_seconds"] is not None and m["partition_bytes"]]
+    runs = [m["run_key"] for m in moves]
+    if not moves:
+        return Figure("move_time_vs_bytes", "Move time vs partition size", _png(_empty(plt, "No measured moves.")),
+                      "No measured moves.", [])
+    fits = {m["system"]: m for m in t["model_fit"]}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs_all = [m["partition_bytes"] for m in moves]
+    lo, hi = min(xs_all) / 1.5, max(xs_all) * 1.5
+    grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    for system in ("replication", "shared"):
+        ms = [m for m in moves if m["system"] == system]
+        if not ms:
+            continue
+        bwcol = "replication_throttle_bytes_per_s" if system == "replication" else "objstore_bandwidth_bytes_per_s"
+        bws = sorted({m[bwcol] for m in ms}, key=lambda b: (b is None, b or 0))
+        for i, bw in enumerate(bws):
+            sel = [m for m in ms if m[bwcol] == bw]
+            cap = "no cap" if bw is None else f"{bw / MiB:g} MiB/s"
+            name = "throttle" if system == "replication" else "object-store cap"
+            ax.scatter([m["partition_bytes"] for m in sel], [m["move_seconds"] for m in sel], s=36,
+                       marker=markers[i % len(markers)], color=COLORS[system], alpha=0.85, zorder=3,
+                       label=f"{LABELS[system]}, {name} {cap} (measured)")
+            f = fits.get(system)
+            if f is None:
+                continue
+            model = _model_from_row(f)
+            try:
+                if system == "replication":
+                    ys = [model.predict(x, bw) for x in grid]
+                else:
+                    ys = [model.predict(f["unuploaded_bytes"] or 0.0, bw) for _ in grid]
+            except ValueError:
+                continue
+            ax.plot(grid, ys, color=COLORS[system], lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
+                    label=f"{system} fit ({cap})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    _nice_log_ticks(ax, "x", lo, hi, _bytes_fmt)
+    y0, y1 = ax.get_ylim()
+    _nice_log_ticks(ax, "y", y0, y1, lambda v, _p: f"{v:g}")
+    ax.set_xlabel("partition size when moved (bytes, log scale)")
+    ax.set_ylabel("move_seconds (s, log scale)")
+    ax.set_title("Move time vs partition size: measured moves and fitted models")
+    ax.legend(loc="upper left", fontsize=8)
+    cap = ("Each point is one partition move (request to first ack served by the new owner). Lines: the fitted "
+           "models (copy: fixed + bytes/(efficiency x throttle); shared: fixed + unuploaded tail / object-store "
+           "bandwidth). From " + _short_runs(runs) + ".")
+    return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
+
+
+def _model_from_row(f: dict[str, Any]) -> mdl.MoveModel:
+    return mdl.MoveModel(f["system"], f["mode"], f["fixed_s"], f["fixed_se"], f["slope"], f["slope_se"],
+                         bool(f["slope_fitted"]), f["r2"], f["rmse_s"], f["n"], (f["runs"] or "").split(","),
+                         None, f["unuploaded_bytes"])
+
+
+def fig_bytes_moved(t) -> Figure:
+    plt = _plt()
+    moves = [m for m in t["moves"] if m["bytes_moved"] is not None]
+    runs = [m["run_key"] for m in moves]
+    if not moves:
+        return Figure("bytes_moved", "Bytes moved per move", _png(_empty(plt, "No bytes_moved counters recorded.")),
+                      "No bytes_moved counters recorded.", [])
+    moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
+    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.5))
+    x = list(range(len(moves)))
+    ib = [(m["bytes_moved_inter_broker"] or 0) / 1e6 for m in moves]
+    ob = [(m["bytes_moved_objstore"] or 0) / 1e6 for m in moves]
+    ax.bar(x, ib, color="#e67e22", label="inter-broker copy")
+    ax.bar(x, ob, bottom=ib, color="#5dade2", label="object storage (upload/read)")
+    pb = [(m["partition_bytes"] or 0) / 1e6 for m in moves]
+    ax.scatter(x, pb, marker="_", s=300, color="black", zorder=3, label="partition size")
+    ax.set_ylim(0, max([a + b for a, b in zip(ib, ob)] + pb) * 1.15)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{'copy' if m['system'] == 'replication' else 'shared'}\n{mdl.human_bytes(m['partition_bytes'])}"
+                        for m in moves], fontsize=8)
+    ax.set_ylabel("bytes moved by the move (MB)")
+    ax.set_title("Bytes moved per partition move, by system and partition size")
+    ax.legend(fontsize=8)
+    cap = "Bars: bytes the move sent between brokers / to and from object storage. From " + _short_runs(runs) + "."
+    return Figure("bytes_moved", "Bytes moved per move", _png(fig), cap, runs)
+
+
+def _pick_timeline_runs(t) -> list[dict[str, Any]]:
+    """One run per system: the one with the largest moved partition (the most telling)."""
+    out = []
+    for system in ("replication", "shared"):
+        ms = [m for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
+        if not ms:
+            continue
+        best = max(ms, key=lambda m: (m["partition_bytes"] or 0, m["run_key"]))
+        run = next((r for r in t["runs"] if r["run_key"] == best["run_key"]), None)
+        if run is not None:
+            out.append({"run": run, "move": best})
+    return out
+
+
+def fig_timeline(t) -> Figure:
+    plt = _plt()
+    picks = _pick_timeline_runs(t)
+    if not picks:
+        return Figure("produce_timeline", "Produce latency and ack rate across a move",
+                      _png(_empty(plt, "No run with a measured move.")), "No run with a measured move.", [])
+    fig, axes = plt.subplots(2, len(picks), figsize=(6.5 * len(picks), 6.5), sharex="col", squeeze=False)
+    runs = []
+    for col, p in enumerate(picks):
+        run, mv = p["run"], p["move"]
+        runs.append(run["run_key"])
+        tl = sorted((x for x in t["timeline"] if x["run_key"] == run["run_key"]), key=lambda x: x["bin"])
+        t0 = run["timeline_t0"]
+        xs = [x["t_rel_s"] + x["bin_s"] / 2 for x in tl]
+        a_lat, a_rate = axes[0][col], axes[1][col]
+        a_lat.plot(xs, [x["p50_ms"] for x in tl], color=COLORS[run["system"]], lw=1.2, label="p50")
+        a_lat.plot(xs, [x["p99_ms"] for x in tl], color="black", lw=1.0, ls="--", label="p99")
+        a_lat.set_yscale("log")
+        a_lat.set_ylabel("produce latency (ms, log)")
+        a_rate.plot(xs, [x["acks_per_s"] for x in tl], color=COLORS[run["system"]], lw=1.2, label="acks/s (all partitions)")
+        a_rate.set_ylabel("acked sends per second")
+        a_rate.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
+        end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
+        for ax in (a_lat, a_rate):
+            ax.axvspan(mv["request_ts"] - t0, end, color="#f4d03f", alpha=0.35,
+                       label=f"move window ({mv['move_seconds']:.2f} s)")
+        name = run["run_key"].split("/")[-1]
+        name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
+        a_lat.set_title(f"{LABELS.get(run['system'], run['system'])}\npartition {mdl.human_bytes(mv['partition_bytes'])}, "
+                        f"run {name}", fontsize=9)
+        lats = [v for x in tl for v in (x["p50_ms"], x["p99_ms"]) if v]
+        if lats:
+            _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: f"{v:g}")
+        a_lat.legend(fontsize=8, loc="upper right")
+        a_rate.legend(fontsize=8, loc="lower right")
+        a_rate.set_ylim(bottom=0)
+    fig.suptitle("Produce latency (p50/p99 per bin) and ack rate across a partition move", y=1.0)
+    fig.tight_layout()
+    cap = ("Shaded: from the move request to the first ack served by the new owner. Latency quantiles per "
+           "time bin from raw samples. From " + _short_runs(runs) + ".")
+    return Figure("produce_timeline", "Produce latency and ack rate across a move", _png(fig), cap, runs)
+
+
+def fig_unavailable(t) -> Figure:
+    plt = _plt()
+    moves = [m for m in t["moves"] if m["unavailable_seconds"] is not None]
+    runs = [m["run_key"] for m in moves]
+    if not moves:
+        return Figure("unavailable_seconds", "Unavailable seconds", _png(_empty(plt, "No move windows.")),
+                      "No move windows.", [])
+    moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
+    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.2))
+    x = list(range(len(moves)))
+    ax.bar(x, [m["unavailable_seconds"] for m in moves], color=[COLORS.get(m["system"], "#777") for m in moves])
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{'copy' if m['system'] == 'replication' else 'shared'}\n{mdl.human_bytes(m['partition_bytes'])}"
+                        for m in moves], fontsize=8)
+    ax.set_ylim(0, max(m["unavailable_seconds"] for m in moves) * 1.3 or 1.0)
+    ax.set_ylabel("unavailable_seconds (s)")
+    ax.set_title("Longest time the moved partition went without a produce ack")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=COLORS[s], label=LABELS[s]) for s in ("replication", "shared")], fontsize=8)
+    cap = ("Per move: the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
+           "partition (bench/checkers.py). From " + _short_runs(runs) + ".")
+    return Figure("unavailable_seconds", "Unavailable seconds", _png(fig), cap, runs)
+
+
+def fig_phases(t) -> Figure:
+    plt = _plt()
+    rows = [p for p in t["phases"] if p["system"] == "shared"]
+    if not rows:
+        return Figure("shared_phases", "Shared backend phase breakdown",
+                      _png(_empty(plt, "No move_phase events from the shared backend.")),
+                      "No move_phase events from the shared backend.", [])
+    per: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for p in rows:
+        per[(p["run_key"], p["action_id"])][p["phase"]] += p["seconds"]
+    phases = sorted({p["phase"] for p in rows}, key=lambda ph: min(i for i, r in enumerate(rows) if r["phase"] == ph))
+    pbytes = {(m["run_key"], m["action_id"]): m["partition_bytes"] for m in t["moves"]}
+    keys = sorted(per, key=lambda k: (pbytes.get(k) or 0, k))
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(keys) + 1.5)))
+    cmap = plt.get_cmap("tab10")
+    left = [0.0] * len(keys)
+    for i, ph in enumerate(phases):
+        vals = [per[k].get(ph, 0.0) for k in keys]
+        ax.barh(range(len(keys)), vals, left=left, color=cmap(i), label=ph)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels([f"{k[0].split('/')[-1]} (action {k[1]}, {mdl.human_bytes(pbytes.get(k))})" for k in keys],
+                       fontsize=8)
+    ax.set_xlabel("seconds spent in each phase of the move")
+    ax.set_title("Shared storage: where a move's time goes")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="phase")
+    runs = [k[0] for k in keys]
+    cap = "Sum of move_phase events per move. From " + _short_runs(runs) + "."
+    return Figure("shared_phases", "Shared backend phase breakdown", _png(fig), cap, runs)
+
+
+def fig_projection(t) -> Figure:
+    plt = _plt()
+
+    proj = t["projection"]
+    if not proj:
+        return Figure("projection", "TB-scale projection", _png(_empty(plt, "No fitted model to project.")),
+                      "No fitted model to project.", [])
+    sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    systems = [s for s in ("replication", "shared") if any(p["system"] == s for p in proj)]
+    combos = [(s, g) for s in systems for g in mdl.PROJECTION_LINKS_GBIT]
+    width = 0.8 / len(combos)
+    for i, (s, g) in enumerate(combos):
+        ys = []
+        for lbl in sizes:
+            p = next((x for x in proj if x["system"] == s and x["link_gbit_s"] == g and x["size_label"] == lbl), None)
+            ys.append(p["move_seconds"] if p else float("nan"))
+        xs = [j + (i - (len(combos) - 1) / 2) * width for j in range(len(sizes))]
+        bars = ax.bar(xs, ys, width, color=COLORS[s], alpha=1.0 if g == 1 else 0.55, hatch=None if g == 1 else "//",
+                      label=f"{LABELS[s]} @ {g:g} Gbit/s")
+        for b, y in zip(bars, ys):
+            if y == y:
+                ax.text(b.get_x() + b.get_width() / 2, y * 1.15, mdl.human_seconds(y), ha="center", va="bottom",
+                        fontsize=7, rotation=90)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(sizes)))
+    ax.set_xticklabels([f"{s} partition" for s in sizes])
+    ax.set_ylabel("projected move time (log scale)")
+    ax.set_title("Projected move time for TB-scale partitions")
+    ax.legend(fontsize=8, loc="upper left")
+    ymax = max(p["move_seconds"] for p in proj if p["move_seconds"] is not None)
+    ymin = min(p["move_seconds"] for p in proj if p["move_seconds"] is not None)
+    ax.set_ylim(ymin / 3, ymax * 30)
+    _time_ticks(ax, ymin / 3, ymax * 30)
+    runs = sorted({r for p in proj for r in (p["based_on_runs"] or "").split(",") if r})
+    cap = ("Model projections (not measurements): " + "; ".join(sorted({f"{p['system']}: {p['basis']}" for p in proj
+                                                                          if p['link_gbit_s'] == 1.0}))
+           + ". Fitted on " + _short_runs(runs) + ".")
+    return Figure("projection", "TB-scale projection", _png(fig), cap, runs)
+
+
+FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_unavailable, fig_phases, fig_projection)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+def safety_rows(t) -> list[list[str]]:
+    return [[r["run_key"], r["system"], r["valid"] or "unknown", r["lost_writes"] or "–", r["duplicates"] or "–",
+             r["reordering"] or "–", r["unexpected"] or "–", r["failed_checks"] or ""] for r in t["runs"]]
+
+
+SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "failed checks"]
+
+
+def headline(t) -> list[str]:
+    out = []
+    for system in ("replication", "shared"):
+        ms = [m["move_seconds"] for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
+        if ms:
+            sizes = [m["partition_bytes"] for m in t["moves"] if m["system"] == system and m["partition_bytes"]]
+            out.append(f"**{LABELS[system]}**: {len(ms)} measured move(s), move_seconds {min(ms):.2f}–{max(ms):.2f} s "
+                       f"for partitions of {mdl.human_bytes(min(sizes)) if sizes else '?'}–"
+                       f"{mdl.human_bytes(max(sizes)) if sizes else '?'}.")
+    for p in t["projection"]:
+        if p["size_label"] == "8.2 TB" and p["link_gbit_s"] == 1.0:
+            out.append(f"Projected 8.2 TB move at 1 Gbit/s, {p['system']}: **{p['move_time']}** "
+                       f"({mdl.human_bytes(p['bytes_moved'])} moved).")
+    for v in t["model_validation"]:
+        if v["system"] == "replication" and v.get("error_pct") is not None:
+            out.append(f"Held-out check (copy model, largest size {mdl.human_bytes(v['partition_bytes'])}, run "
+                       f"`{v['run_key']}`): predicted {v['predicted_s']:.2f} s vs measured {v['measured_s']:.2f} s, "
+                       f"error {v['error_pct']:+.1f} % (target ±{v['target_pct']:g} %).")
+    bad = [r["run_key"] for r in t["runs"] if r["valid"] == "false"]
+    out.append(f"Safety: {len(t['runs']) - len(bad)} of {len(t['runs'])} run(s) not invalid"
+               + (f"; INVALID: {', '.join(bad)}" if bad else "") + ".")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+
+
+def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | os.PathLike[str] = DEFAULT_REPORT
+                 ) -> dict[str, Path]:
+    t = load_tables(agg_dir)
+    out = Path(out_dir)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    figs = [f(t) for f in FIGURES]
+    for f in figs:
+        (out / "figures" / f"{f.name}.png").write_bytes(f.png)
+    synthetic = [r["run_key"] for r in t["runs"] if r.get("synthetic")]
+    model_json = Path(agg_dir) / "model.json"
+    notes = json.loads(model_json.read_text()).get("notes") if model_json.is_file() else {}
+    md = render_markdown(t, figs, synthetic, notes)
+    (out / "report.md").write_text(md, encoding="utf-8")
+    (out / "report.html").write_text(render_html(t, figs, synthetic, notes), encoding="utf-8")
+    return {"html": out / "report.html", "markdown": out / "report.md", "figures": out / "figures"}
+
+
+TITLE = "Partition reassignment: replication copy vs shared object storage"
+
+
+def _config_rows(t):
+    return [[c["config_key"], c["runs"], _n(c["move_seconds_median"]), _n(c["unavailable_seconds_max"]),
+             mdl.human_bytes(c["partition_bytes_median"]), mdl.human_bytes(c["bytes_moved_median"]),
+             _n(c["before_p99_ms"]), _n(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]
+
+
+CONFIG_HEAD = ["configuration", "runs", "move s (median)", "unavailable s (max)", "partition", "bytes moved",
+               "p99 before (ms)", "p99 during (ms)", "valid"]
+
+
+def _n(x, fmt="{:.3g}") -> str:
+    return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
+
+
+def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
+    lines = [f"# {TITLE}", ""]
+    if synthetic:
+        lines += [f"> **Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s)** (generated by bench/synthetic.py, "
+                  "not measurements).", ""]
+    lines += ["## Headline", ""] + [f"- {h}" for h in headline(t)] + [""]
+    for f in figs:
+        lines += [f"## {f.title}", "", f"![{f.title}](figures/{f.name}.png)", "", f"*{f.caption}*", ""]
+    lines += ["## Safety verdicts", "", md_table(SAFETY_HEAD, safety_rows(t)), ""]
+    lines += ["## Configurations", "", md_table(CONFIG_HEAD, _config_rows(t)), ""]
+    lines += ["## Model", "", model_markdown(t, notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_inline(text: str) -> str:
+    """Escape, then render `code` and **bold** spans of our own captions."""
+    import re
+
+    s = html.escape(text)
+    s = re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
+
+
+def _html_table(head: list[str], rows: list[list[Any]], verdict_cols: tuple[int, ...] = ()) -> str:
+    out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            cls = ""
+            if i in verdict_cols:
+                cls = {"true": "ok", "false": "bad"}.get(str(c), "unk")
+            cells.append(f"<td class='{cls}'>{_md_inline(str(c))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join(out) + "</tbody></table>"
+
+
+def _md_to_html(md: str) -> str:
+    """The small Markdown subset model_markdown emits: headings, tables, bullets, paragraphs."""
+    out, table = [], []
+
+    def flush():
+        if table:
+            head = [c.strip() for c in table[0].strip("|").split("|")]
+            rows = [[c.strip() for c in r.strip("|").split("|")] for r in table[2:]]
+            out.append(_html_table(head, rows))
+            table.clear()
+
+    for line in md.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        if line.startswith("### "):
+            out.append(f"<h3>{_md_inline(line[4:])}</h3>")
+        elif line.startswith("- "):
+            out.append(f"<li>{_md_inline(line[2:])}</li>")
+        elif line.strip():
+            out.append(f"<p>{_md_inline(line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0} th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left}
+th{background:#f4f4f4} td.ok{background:#d5f5e3} td.bad{background:#f5b7b1;font-weight:bold} td.unk{background:#fdebd0}
+figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85em;color:#555}
+.banner{background:#fdebd0;border:1px solid #e59866;padding:.6em 1em;font-weight:bold}
+code{background:#f4f4f4;padding:0 .2em;font-size:.9em}
+"""
+
+
+def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(TITLE)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{html.escape(TITLE)}</h1>"]
+    if synthetic:
+        parts.append(f"<p class='banner'>Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s) "
+                     "(generated by bench/synthetic.py, not measurements).</p>")
+    parts.append("<h2>Headline</h2><ul>" + "".join(f"<li>{_md_inline(h)}</li>" for h in headline(t)) + "</ul>")
+    for f in figs:
+        b64 = base64.b64encode(f.png).decode("ascii")
+        parts.append(f"<h2>{html.escape(f.title)}</h2><figure><img alt='{html.escape(f.title)}' "
+                     f"src='data:image/png;base64,{b64}'><figcaption>{_md_inline(f.caption)}</figcaption></figure>")
+    parts.append("<h2>Safety verdicts</h2>" + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6)))
+    parts.append("<h2>Configurations</h2>" + _html_table(CONFIG_HEAD, _config_rows(t), verdict_cols=(8,)))
+    parts.append("<h2>Model</h2>" + _md_to_html(model_markdown(t, notes)))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+__all__ = ["DEFAULT_REPORT", "ReportError", "build_report", "load_tables"]

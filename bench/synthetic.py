@@ -1,0 +1,242 @@
+"""SYNTHETIC TEST FIXTURES — not measurements.
+
+Builds run directories shaped exactly like the runner's (``scenario.yaml``, ``history.parquet``,
+``summary.json``) from a simple physical story, so the aggregation and the report can be tested
+before (and independently of) real runs. Every summary written here carries ``"synthetic": true``
+and a ``synthetic-`` run id; the report marks such runs as synthetic.
+
+The story of one run: ``partitions`` partitions under a steady produce load; at ``move_at_s`` one
+partition is reassigned. Copy: the new replica fetches ``partition_bytes`` at ``efficiency`` x the
+throttle, then leadership moves (producers to that partition stall ``gap_s`` around the switch).
+Shared: the unuploaded tail is flushed at the object-store cap, then ownership moves. Latencies are
+lognormal; sends stalled by the switch are acked after it; a few time out (outcome ``info``).
+Generation is vectorised (numpy / pyarrow): 10 million rows take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.history import SCHEMA, HistoryWriter
+
+T_BASE = 1_800_000_000.0
+
+
+@dataclass
+class SynthRun:
+    system: str = "replication"
+    prefill_bytes: int = 8 * 2**20
+    throttle_bytes_per_s: int | None = 4 * 2**20  # copy
+    objstore_bytes_per_s: int | None = 16 * 2**20  # shared
+    tail_bytes: int = 2 * 2**20  # shared: unuploaded at the move
+    message_bytes: int = 4096
+    rate_msgs_per_s: float = 200.0
+    duration_s: float = 30.0
+    move_at_s: float = 8.0
+    partitions: int = 2
+    efficiency: float = 0.9  # copy: share of the throttle achieved
+    fixed_s: float = 0.6  # fixed cost of a move (election, metadata)
+    gap_s: float = 0.4  # producers to the moved partition stall this long at the switch
+    seed: int = 0
+    with_reads: bool = True
+    with_checks: bool = True
+
+    @property
+    def move_seconds(self) -> float:
+        if self.system == "replication":
+            return self.fixed_s + self.partition_bytes_at_move / (self.efficiency * self.throttle_bytes_per_s)
+        return self.fixed_s + self.tail_bytes / self.objstore_bytes_per_s
+
+    @property
+    def partition_bytes_at_move(self) -> float:
+        return self.prefill_bytes + self.rate_msgs_per_s / self.partitions * self.move_at_s * self.message_bytes
+
+
+def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
+    """-> (history table with :data:`bench.history.SCHEMA`, facts used for the summary)."""
+    rng = np.random.default_rng(cfg.seed)
+    t0 = T_BASE + cfg.seed * 10_000.0
+    n = int(cfg.rate_msgs_per_s * cfg.duration_s)
+    ts = t0 + np.arange(n) / cfg.rate_msgs_per_s + rng.uniform(0, 0.2 / cfg.rate_msgs_per_s, n)
+    part = (np.arange(n) % cfg.partitions).astype(np.int32)
+    lat = rng.lognormal(math.log(0.003), 0.35, n)
+    req = t0 + cfg.move_at_s
+    move_s = cfg.move_seconds
+    moved = 0
+    lc = req + move_s - 0.05  # leader change just before the first ack the new owner serves
+    # Copy contention: slower acks everywhere while bytes are copied.
+    copying = (ts >= req) & (ts < lc - cfg.gap_s)
+    lat = np.where(copying, lat * (1.3 if cfg.system == "replication" else 1.05), lat)
+    ack = ts + lat
+    stalled = (part == moved) & (ts >= lc - cfg.gap_s) & (ts < lc)
+    ack = np.where(stalled, lc + 0.01 + lat, ack)
+    # The first send after the switch must be acked after it too.
+    outcome = np.full(n, "ok", dtype=object)
+    timeouts = stalled & (rng.random(n) < 0.05)
+    outcome[timeouts] = "info"
+    ok = outcome == "ok"
+    ack_col = np.where(ok, ack, np.nan)
+    msg_id = np.arange(n, dtype=np.int64)
+    # Offsets per partition in send order (one idempotent producer keeps its order).
+    offsets = np.full(n, -1, dtype=np.int64)
+    for p in range(cfg.partitions):
+        idx = np.flatnonzero(ok & (part == p))
+        offsets[idx] = np.arange(idx.size)
+    size = np.full(n, cfg.message_bytes, dtype=np.int32)
+
+    sends = pa.table({
+        "kind": pa.array(np.full(n, "send", dtype=object), pa.string()),
+        "ts": ts, "msg_id": msg_id,
+        "producer": pa.array(np.full(n, "p0", dtype=object), pa.string()),
+        "topic": pa.array(np.full(n, "hot", dtype=object), pa.string()),
+        "partition": part,
+        "ack_ts": pa.array(ack_col, pa.float64(), from_pandas=True),
+        "outcome": pa.array(outcome, pa.string()),
+        "error": pa.array(np.where(timeouts, "KafkaTimeoutError", None), pa.string()),
+        "offset": pa.array(np.where(ok, offsets, 0), pa.int64(), mask=~ok),
+        "size_bytes": size,
+        "event": pa.nulls(n, pa.string()), "detail": pa.nulls(n, pa.string()),
+    }, schema=SCHEMA)
+    tables = [sends]
+    if cfg.with_reads:
+        ri = np.flatnonzero(ok)
+        tables.append(pa.table({
+            "kind": pa.array(np.full(ri.size, "read", dtype=object), pa.string()),
+            "ts": ack[ri] + 0.005, "msg_id": msg_id[ri],
+            "producer": pa.array(np.full(ri.size, "p0", dtype=object), pa.string()),
+            "topic": pa.array(np.full(ri.size, "hot", dtype=object), pa.string()),
+            "partition": part[ri], "ack_ts": pa.nulls(ri.size, pa.float64()),
+            "outcome": pa.array(np.full(ri.size, "ok", dtype=object), pa.string()),
+            "error": pa.nulls(ri.size, pa.string()), "offset": offsets[ri],
+            "size_bytes": size[ri], "event": pa.nulls(ri.size, pa.string()),
+            "detail": pa.nulls(ri.size, pa.string()),
+        }, schema=SCHEMA))
+    pbytes = cfg.prefill_bytes + int(((part == moved) & ok & (ack < req)).sum()) * cfg.message_bytes
+    ev: list[tuple[float, str, dict[str, Any]]] = [
+        (req, "action_start", {"action_id": 0, "action": "reassign", "topic": "hot", "partition": moved, "to": [3]}),
+    ]
+    if cfg.system == "replication":
+        copy_s = pbytes / (cfg.efficiency * cfg.throttle_bytes_per_s)
+        ev += [(req + copy_s, "move_phase", {"action_id": 0, "phase": "copy", "seconds": copy_s, "bytes": pbytes}),
+               (req + copy_s, "counter", {"action_id": 0, "name": "bytes_moved_inter_broker", "value": pbytes,
+                                          "broker": 3})]
+        phases = {"copy": copy_s, "isr_join_and_elect": move_s - copy_s}
+    else:
+        flush_s = cfg.tail_bytes / cfg.objstore_bytes_per_s
+        rest = move_s - flush_s
+        ev += [(req + flush_s, "move_phase", {"action_id": 0, "phase": "flush_tail", "seconds": flush_s,
+                                              "bytes": cfg.tail_bytes}),
+               (req + flush_s + rest * 0.4, "move_phase", {"action_id": 0, "phase": "handover", "seconds": rest * 0.4,
+                                                           "bytes": 0}),
+               (lc, "move_phase", {"action_id": 0, "phase": "recover", "seconds": rest * 0.6, "bytes": 4096}),
+               (req + flush_s, "counter", {"action_id": 0, "name": "bytes_moved_objstore", "value": cfg.tail_bytes,
+                                           "broker": 1})]
+        phases = {"flush_tail": flush_s, "handover": rest * 0.4, "recover": rest * 0.6}
+    ev += [(lc, "leader_change", {"action_id": 0, "topic": "hot", "partition": moved, "leader": 3}),
+           (lc, "move_complete", {"action_id": 0, "topic": "hot", "partition": moved, "new_leader": 3, "ts": lc}),
+           (lc + 0.02, "action_end", {"action_id": 0, "action": "reassign"})]
+    ne = len(ev)
+    tables.append(pa.table({
+        "kind": pa.array(["event"] * ne, pa.string()), "ts": [e[0] for e in ev], "msg_id": [-1] * ne,
+        "producer": pa.nulls(ne, pa.string()), "topic": pa.array(["hot"] * ne, pa.string()),
+        "partition": pa.array([moved] * ne, pa.int32()), "ack_ts": pa.nulls(ne, pa.float64()),
+        "outcome": pa.nulls(ne, pa.string()), "error": pa.nulls(ne, pa.string()),
+        "offset": pa.nulls(ne, pa.int64()), "size_bytes": pa.nulls(ne, pa.int32()),
+        "event": [e[1] for e in ev], "detail": [json.dumps(e[2], sort_keys=True) for e in ev],
+    }, schema=SCHEMA))
+    facts = {"t0": t0, "request_ts": req, "leader_change_ts": lc, "partition_bytes": pbytes, "phases": phases,
+             "move_seconds_model": move_s}
+    return pa.concat_tables(tables), facts
+
+
+def scenario_yaml(cfg: SynthRun, name: str) -> str:
+    import yaml
+
+    system: dict[str, Any] = {"kind": cfg.system, "brokers": 3}
+    if cfg.system == "replication" and cfg.throttle_bytes_per_s:
+        system["replication_throttle_bytes_per_s"] = cfg.throttle_bytes_per_s
+    if cfg.system == "shared" and cfg.objstore_bytes_per_s:
+        system["objstore_bandwidth_bytes_per_s"] = cfg.objstore_bytes_per_s
+    return yaml.safe_dump({
+        "name": name, "description": "SYNTHETIC TEST FIXTURE (not a measurement)", "system": system,
+        "workload": {"topics": [{"name": "hot", "partitions": cfg.partitions, "replication_factor": 1}],
+                     "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s,
+                     "duration_s": cfg.duration_s},
+        "prefill": {"bytes_per_partition": cfg.prefill_bytes},
+        "actions": [{"at_s": cfg.move_at_s, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],
+    }, sort_keys=False)
+
+
+def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-sweep",
+              use_writer: bool = True) -> Path:
+    """Write one synthetic run directory. ``use_writer``: go through HistoryWriter (small runs);
+    otherwise write the Parquet file directly (millions of rows)."""
+    from bench.checkers import check_all
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    table, facts = build_history(cfg)
+    if use_writer:
+        with HistoryWriter(run_dir / "history.parquet", flush_rows=50_000, flush_interval_s=None) as w:
+            w.extend(table.to_pylist())
+    else:
+        pq.write_table(table, run_dir / "history.parquet", row_group_size=1_000_000)
+    (run_dir / "scenario.yaml").write_text(scenario_yaml(cfg, scenario), encoding="utf-8")
+    checks: dict[str, Any] = {"valid": "unknown"}
+    moves: list[dict[str, Any]] = []
+    if cfg.with_checks:
+        full = check_all(table)
+        checks = {k: ({"valid": v["valid"]} if isinstance(v, dict) and "valid" in v else v) for k, v in full.items()}
+        for m in full["move_seconds"]["moves"]:
+            un = next((w["unavailable_seconds"] for w in full["unavailable_seconds"]["actions"]
+                       if w["topic"] == m["topic"] and w["partition"] == m["partition"]), None)
+            moves.append({"action_id": m["action_id"], "kind": m["action"], "topic": m["topic"],
+                          "partition": m["partition"], "from": [1], "to": [3], "move_seconds": m["move_seconds"],
+                          "bytes_moved_inter_broker": facts["partition_bytes"] if cfg.system == "replication" else 0,
+                          "bytes_moved_objstore": cfg.tail_bytes if cfg.system == "shared" else 0,
+                          "unavailable_seconds": un, "partition_bytes": facts["partition_bytes"],
+                          "phases": facts["phases"]})
+    run_id = f"synthetic-{cfg.system}-{cfg.prefill_bytes}-{cfg.seed}"
+    summary = {
+        "run_id": run_id, "scenario": scenario, "system": cfg.system, "synthetic": True,
+        "started_at": facts["t0"], "finished_at": facts["t0"] + cfg.duration_s, "duration_s": cfg.duration_s,
+        "git_commit": None, "machine": {"note": "synthetic"},
+        "params": {"prefill_bytes_per_partition": cfg.prefill_bytes,
+                   "replication_throttle_bytes_per_s": cfg.throttle_bytes_per_s if cfg.system == "replication" else None,
+                   "objstore_bandwidth_bytes_per_s": cfg.objstore_bytes_per_s if cfg.system == "shared" else None,
+                   "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s, "brokers": 3},
+        "checks": checks, "moves": moves, "producer": {"sent": int(cfg.rate_msgs_per_s * cfg.duration_s)},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    return run_dir
+
+
+def write_sweep(root: str | Path, *, sizes: tuple[int, ...] = (4 * 2**20, 16 * 2**20, 32 * 2**20),
+                throttles: tuple[int, ...] = (4 * 2**20, 16 * 2**20), rate: float = 100.0,
+                duration_s: float = 20.0, shared: bool = True) -> list[Path]:
+    """A small synthetic sweep: copy runs for every (size, throttle), shared runs for every size."""
+    root = Path(root)
+    out = []
+    seed = 1
+    for s in sizes:
+        for th in throttles:
+            cfg = SynthRun(system="replication", prefill_bytes=s, throttle_bytes_per_s=th,
+                           rate_msgs_per_s=rate, duration_s=duration_s, seed=seed)
+            cfg.duration_s = max(duration_s, math.ceil(cfg.move_at_s + cfg.move_seconds + 6))
+            out.append(write_run(root / "synthetic-sweep" / "20300101T000000Z" / f"replication-{s}-{th}", cfg))
+            seed += 1
+        if shared:
+            out.append(write_run(root / "synthetic-sweep" / "20300101T000000Z" / f"shared-{s}",
+                                 SynthRun(system="shared", prefill_bytes=s, rate_msgs_per_s=rate,
+                                          duration_s=duration_s, seed=seed,
+                                          tail_bytes=int(2 * 2**20 * (1 + 0.1 * (seed % 3))))))
+            seed += 1
+    return out
