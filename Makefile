@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test bench report bench-throughput clean
+.PHONY: venv test bench report bench-throughput bench-gate bench-gate-quick clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,19 @@ report: $(STAMP)
 bench-throughput: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_broker_throughput.py tests/benchmarks/test_replication_bench.py \
 		--benchmark-only --benchmark-columns=median,min,max,rounds -q -s
+
+# Regression gates: compare with the baseline saved in .benchmarks/, fail if a median is more
+# than 35% slower (this 2-core machine's own run-to-run spread is up to ~30%).
+# Re-baseline: the same command with --benchmark-save=gate instead of the compare options.
+GATE = $(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_gate.py --benchmark-only \
+	--benchmark-storage=file://.benchmarks --benchmark-compare --benchmark-compare-fail=median:35% \
+	--benchmark-columns=median,min,max,rounds -q
+
+bench-gate: $(STAMP)
+	$(GATE)
+
+bench-gate-quick: $(STAMP)
+	$(GATE) -k quick
 
 clean:
 	rm -rf $(VENV) results/*/ .pytest_cache

@@ -54,9 +54,9 @@ def load_plan(path: str) -> list[dict]:
         topic, part, reps = p.get("topic"), p.get("partition"), p.get("replicas")
         if not isinstance(topic, str) or not topic:
             raise PlanError(f"{where}: 'topic' must be a non-empty string")
-        if not isinstance(part, int) or part < 0:
+        if not isinstance(part, int) or isinstance(part, bool) or part < 0:
             raise PlanError(f"{where}: 'partition' must be a non-negative integer")
-        if reps is not None and (not isinstance(reps, list) or not all(isinstance(r, int) for r in reps)):
+        if reps is not None and (not isinstance(reps, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in reps)):
             raise PlanError(f"{where}: 'replicas' must be a list of broker ids")
         if (topic, part) in seen:
             raise PlanError(f"{where}: partition {topic}-{part} appears twice")

@@ -438,7 +438,15 @@ class Scenario(_Model):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys (PyYAML silently keeps the last one)."""
+    """SafeLoader that rejects duplicate mapping keys (PyYAML silently keeps the last one) and
+    aliases: a scenario is plain data, and nested aliases expand exponentially."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed in scenario files",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:

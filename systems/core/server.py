@@ -166,6 +166,10 @@ class KafkaServer:
             log.warning("closing %s: malformed %s v%d: %s: %s", conn.peer, api.request.__name__, version,
                         type(e).__name__, e)
             return False
+        bad = _null_field(api.request.fields, req, version)
+        if bad is not None:  # Kafka's parser refuses a null where the schema allows none
+            log.warning("closing %s: malformed %s v%d: %s is null", conn.peer, api.request.__name__, version, bad)
+            return False
         header = req.header
         return asyncio.ensure_future(self._run(api, req, header, conn))
 
@@ -178,6 +182,28 @@ class KafkaServer:
         resp.API_VERSION = header.request_api_version
         resp.with_header(correlation_id=header.correlation_id)
         return resp.encode(header=True, framed=True)
+
+
+def _null_field(fields: dict, obj, version: int) -> str | None:
+    """Name of an array or string field that decoded as null (length -1 on the wire) although
+    its schema does not allow null in this version; None if there is none."""
+    for attr, f in fields.items():
+        if not f.for_version_q(version) or f.tagged_field_q(version):
+            continue
+        v = getattr(obj, attr, None)
+        if v is None:
+            if (f.is_array() or f._type_str in ("string", "bytes")) and not f.nullable_for_version_q(version):
+                return f.name
+        elif f.is_struct_array():
+            for item in v:
+                bad = _null_field(f.fields, item, version)
+                if bad is not None:
+                    return f"{f.name}.{bad}"
+        elif f.is_struct() and not f.is_array():
+            bad = _null_field(f.fields, v, version)
+            if bad is not None:
+                return f"{f.name}.{bad}"
+    return None
 
 
 def _done(value) -> asyncio.Future:
