@@ -43,6 +43,9 @@ def test_append_read_roll_and_reopen(tmp_path):
         got += part
         off = part[-1][1] + 1
     assert got == spans
+    # Memory stays bounded: besides the active segment, at most MAX_LOADED indexes are in memory.
+    assert sum(seg.loaded for seg in again.segments[:-1]) <= LocalLog.MAX_LOADED
+    assert sum(len(seg.bases) for seg in again.segments[:-1]) < 200 // 2
 
 
 def test_torn_tail_is_truncated_on_recovery(tmp_path):

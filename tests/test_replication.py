@@ -243,3 +243,22 @@ def test_bad_plans_change_nothing(make_cluster, tmp_path):
     r = _reassign(c, [{"topic": "t", "partition": 0, "replicas": [9]}], "--execute")
     assert r.returncode == 1 and "InvalidReplicationAssignmentError" in r.stdout, r.stdout
     assert _partition(c.bootstrap, "t", 0)["replica_nodes"] == [1]
+
+
+def test_replica_removed_while_down_is_deleted_on_restart(make_cluster):
+    import os
+    c = make_cluster(brokers=3)
+    create_topics(c.bootstrap, [NewTopic("gone", num_partitions=-1, replication_factor=-1,
+                                         replica_assignments={0: [1, 2]})])
+    prefill(c.bootstrap, "gone", 0, 1 * MiB)
+    stray = os.path.join(c.dir, "broker-2", "data", "gone-0")
+    _wait(lambda: os.path.isdir(stray) and os.listdir(stray), 15, "replica on broker 2")
+    c.kill_broker(2)
+    live = f"{c.brokers[1].host}:{c.brokers[1].port}"
+    _wait(lambda: (p := _partition(live, "gone", 0)) and p["isr_nodes"] == [1], 15, "broker 2 out of the ISR")
+    r = _reassign(c, [{"topic": "gone", "partition": 0, "replicas": [1, 3]}], "--execute")
+    assert r.returncode == 0, r.stdout + r.stderr
+    _wait(lambda: (p := _partition(live, "gone", 0)) and p["replica_nodes"] == [1, 3], 60, "move to [1,3]")
+    assert os.path.isdir(stray)
+    c.restart_broker(2)
+    _wait(lambda: not os.path.exists(stray), 15, "stray replica deleted")

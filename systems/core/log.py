@@ -5,7 +5,8 @@ Layout of one partition directory:
   <base:020d>.index  20-byte entries per batch: relative base offset (i32),
                      last offset delta (i32), position (i32), max timestamp (i64)
 The index is written lazily (every `index_flush_batches` appends and on roll and
-close); on open, whatever the index misses is rebuilt by scanning the log tail,
+close). Only the active segment and the two most recently read inactive ones
+keep their index in memory, so a broker's memory does not grow with its logs; on open, whatever the index misses is rebuilt by scanning the log tail,
 and a torn tail (from kill -9 mid-write) is truncated at the last whole batch with
 a good CRC, as Kafka's log recovery does.
 """
@@ -38,6 +39,8 @@ class Segment:
         self.positions = array("q")
         self.max_ts = array("q")
         self._index_written = 0  # entries already in the .index file
+        self.loaded = True
+        self._next = base_offset  # next offset, kept while the index is unloaded
         self._load_index()
 
     # -- recovery ---------------------------------------------------------
@@ -65,6 +68,25 @@ class Segment:
         else:
             start = 0
         self._recover_from(start)
+
+    def unload(self) -> None:
+        """Drop the in-memory index (it is whole on disk after the flush)."""
+        if self.loaded:
+            self.flush_index()
+            self._next = self.next_offset
+            self.bases, self.lasts, self.positions, self.max_ts = array("q"), array("q"), array("q"), array("q")
+            self.loaded = False
+
+    def ensure(self) -> None:
+        if self.loaded:
+            return
+        with open(self.index_path, "rb") as f:
+            raw = f.read()
+        for i in range(len(raw) // IDX_SIZE):
+            rel, lod, pos, mts = _IDX.unpack_from(raw, i * IDX_SIZE)
+            self._index(self.base + rel, self.base + rel + lod, pos, mts)
+        self._index_written = len(self.positions)
+        self.loaded = True
 
     def _pop(self) -> None:
         self.bases.pop()
@@ -129,6 +151,8 @@ class Segment:
         self._index(base, last, pos, max_ts)
 
     def flush_index(self) -> None:
+        if not self.loaded:
+            return
         n = len(self.positions)
         if n == self._index_written:
             return
@@ -142,6 +166,7 @@ class Segment:
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= offset (whole batches, as Kafka)."""
+        self.ensure()
         i = bisect.bisect_left(self.lasts, offset)
         if i == len(self.bases):
             return
@@ -162,6 +187,7 @@ class Segment:
         At least one batch is returned even if larger than max_bytes (KIP-74),
         so a consumer can always make progress.
         """
+        self.ensure()
         i = bisect.bisect_left(self.lasts, offset)
         if i >= len(self.bases) or self.bases[i] >= below:
             return None
@@ -178,6 +204,8 @@ class Segment:
 
     @property
     def next_offset(self) -> int:
+        if not self.loaded:
+            return self._next
         return self.lasts[-1] + 1 if self.lasts else self.base
 
     def close(self) -> None:
@@ -198,6 +226,8 @@ class Segment:
 class LocalLog:
     """One partition's log on local disk."""
 
+    MAX_LOADED = 2
+
     def __init__(self, directory: str, segment_bytes: int = 128 << 20, index_flush_batches: int = 256):
         self.dir = directory
         self.segment_bytes = segment_bytes
@@ -208,6 +238,20 @@ class LocalLog:
         self._seg_bases = [s.base for s in self.segments]
         self._unflushed = 0
         self.log_start_offset = self.segments[0].bases[0] if self.segments[0].bases else self.segments[0].base
+        self._recent: list[Segment] = []  # inactive segments with their index loaded, most recent last
+        for seg in self.segments[:-1]:
+            seg.unload()
+
+    def _touch(self, seg: Segment) -> None:
+        """Keep the index of at most MAX_LOADED inactive segments in memory."""
+        if seg is self.segments[-1]:
+            return
+        seg.ensure()
+        if seg in self._recent:
+            self._recent.remove(seg)
+        self._recent.append(seg)
+        while len(self._recent) > self.MAX_LOADED:
+            self._recent.pop(0).unload()
 
     @property
     def log_end_offset(self) -> int:
@@ -222,7 +266,7 @@ class LocalLog:
         are already stamped; base must be the log end offset."""
         active = self.segments[-1]
         if active.size > 0 and active.size + sum(len(p) for p in parts) > self.segment_bytes:
-            active.flush_index()
+            active.unload()
             active = Segment(self.dir, base)
             self.segments.append(active)
             self._seg_bases.append(base)
@@ -236,6 +280,7 @@ class LocalLog:
         """Record batches starting at `offset`, only those wholly below `below` (the HW)."""
         i = max(0, bisect.bisect_right(self._seg_bases, offset) - 1)
         while i < len(self.segments):
+            self._touch(self.segments[i])
             data = self.segments[i].read(offset, max_bytes, below)
             if data is not None:
                 return data
@@ -247,6 +292,7 @@ class LocalLog:
         for s in self.segments:
             if s.next_offset <= start_offset:
                 continue
+            self._touch(s)
             i = bisect.bisect_left(s.lasts, start_offset)
             for k in range(i, len(s.positions)):
                 yield records.parse_header(os.pread(s.fd, records.HEADER_SIZE, s.positions[k]))
@@ -254,6 +300,7 @@ class LocalLog:
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """First batch whose max timestamp >= ts: (base offset, max timestamp)."""
         for s in self.segments:
+            self._touch(s)
             for i in range(len(s.bases)):
                 if s.max_ts[i] >= ts:
                     return s.bases[i], s.max_ts[i]
@@ -264,8 +311,14 @@ class LocalLog:
             self.reset_to(self.log_start_offset)
             return
         while len(self.segments) > 1 and self.segments[-1].base >= offset:
-            self.segments.pop().delete_files()
+            gone = self.segments.pop()
+            if gone in self._recent:
+                self._recent.remove(gone)
+            gone.delete_files()
             self._seg_bases.pop()
+        if self.segments[-1] in self._recent:
+            self._recent.remove(self.segments[-1])
+        self.segments[-1].ensure()
         self.segments[-1].truncate_to(offset)
 
     def reset_to(self, offset: int) -> None:
@@ -275,6 +328,7 @@ class LocalLog:
             seg.delete_files()
         self.segments = [Segment(self.dir, offset)]
         self._seg_bases = [offset]
+        self._recent = []
         self.log_start_offset = offset
 
     def flush(self) -> None:

@@ -328,6 +328,7 @@ class ReplicationBackend(Backend):
         self.follower_quota = Quota(None)
         self._tasks: list[asyncio.Task] = []
         self._isr_inflight: set[tuple[str, int]] = set()
+        self._swept = False
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._housekeeping()))
@@ -506,10 +507,29 @@ class ReplicationBackend(Backend):
             for p in list(self.broker.partitions.values()):
                 p.check_lagging(now, lag_max)
                 self._report_bytes(p)
+            if not self._swept:
+                self._sweep_orphans()
             if tick % 2 == 0:
                 for p in list(self.broker.partitions.values()):
                     p.checkpoint_hw()
                 self._write_metrics()
+
+    def _sweep_orphans(self) -> None:
+        """Once caught up with the metadata (unfenced), delete replicas this broker
+        no longer hosts: removed or deleted while it was down, as Kafka does."""
+        b = self.broker.image.brokers.get(self.broker.id)
+        if b is None or b.fenced or b.epoch != self.broker.epoch:
+            return
+        self._swept = True
+        root = os.path.join(self.broker.dir, "data")
+        if not os.path.isdir(root):
+            return
+        hosted = {self.partition_dir(p.info) for p in self.broker.partitions.values()}
+        for name in os.listdir(root):
+            path = os.path.join(root, name)
+            if path not in hosted and os.path.isdir(path):
+                log.info("deleting stray replica %s (not assigned to this broker)", name)
+                shutil.rmtree(path, ignore_errors=True)
 
     def _report_bytes(self, p: ReplicaPartition) -> None:
         for attr, kind in (("bytes_in", "reassign_in"), ("bytes_out", "reassign_out")):
