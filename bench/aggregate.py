@@ -35,7 +35,6 @@ import pyarrow.parquet as pq
 
 from bench import model as mdl
 from bench.checkers import (
-    COUNTER_OBJSTORE,
     UNAVAILABLE_POST_S,
     UNAVAILABLE_PRE_S,
     HistoryView,

@@ -13,7 +13,6 @@ recomputed summary differs from the stored summary.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import sys

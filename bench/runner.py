@@ -52,7 +52,7 @@ from typing import Any, Callable
 import psutil
 
 from bench import summary as summary_mod
-from bench.cluster import Cluster, ClusterError
+from bench.cluster import Cluster
 from bench.history import (
     EVENT_ACTION_END,
     EVENT_ACTION_START,
@@ -62,8 +62,8 @@ from bench.history import (
     read_history,
 )
 from bench.journal import MoveWindows, translate_all
-from bench.load import LoadError, prefill, verify
-from bench.scenario import MOVE_ACTIONS, Action, Scenario, ScenarioError, expand, load_scenario
+from bench.load import prefill, verify
+from bench.scenario import Action, Scenario, ScenarioError, expand, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN_DIR = ROOT / "workloads" / "scenarios"

@@ -73,3 +73,15 @@ def consume_all(bootstrap: str, tps: dict[tuple[str, int], int], timeout: float 
     finally:
         c.close()
     return out
+
+
+def wait_for(pred, timeout: float, what: str, every: float = 0.05):
+    """Poll pred() until it returns something truthy (returned); fail after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)

@@ -12,6 +12,14 @@ if ROOT not in sys.path:
 
 from bench.cluster import Cluster  # noqa: E402
 
+def pytest_ignore_collect(collection_path, config):
+    """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
+    --benchmark-only (`make bench-throughput`, `make bench-gate`), never shown as skipped."""
+    if "benchmarks" in collection_path.parts and not config.getoption("benchmark_only", False):
+        return True
+    return None
+
+
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
 
 

@@ -1,12 +1,10 @@
 """Controller and broker crashes: metadata survives, RF=1 partitions go leader -1."""
 from __future__ import annotations
 
-import time
-
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from tests.clients import admin, consume_all, create_topics, idempotent_producer, produce_all
+from tests.clients import admin, consume_all, create_topics, idempotent_producer, produce_all, wait_for
 
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
@@ -23,17 +21,6 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
         return {}
     finally:
         a.close()
-
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_controller_kill9_restart_keeps_metadata_and_producing_resumes(make_cluster):
@@ -69,7 +56,7 @@ def test_fenced_sole_replica_shows_leader_minus_one_until_its_broker_returns(mak
     # kafka-python's admin gives up on a dead bootstrap server: ask a live one.
     live = f"{c.brokers[1].host}:{c.brokers[1].port}"
     # Broker 2 is fenced after its session times out; its partition has no leader.
-    _wait(lambda: _leaders(live, "rf1").get(1) == -1, 15, "leader -1 for rf1-1")
+    wait_for(lambda: _leaders(live, "rf1").get(1) == -1, 15, "leader -1 for rf1-1")
     a = admin(live)
     try:
         part = next(p for p in a.describe_topics(["rf1"])[0]["partitions"] if p["partition_index"] == 1)
@@ -87,6 +74,6 @@ def test_fenced_sole_replica_shows_leader_minus_one_until_its_broker_returns(mak
     assert len(errs) == 1 and errs[0] is not None and "timed out" in str(errs[0]).lower()
 
     c.restart_broker(2)
-    _wait(lambda: _leaders(c.bootstrap, "rf1").get(1) == 2, 30, "broker 2 leading rf1-1 again")
+    wait_for(lambda: _leaders(c.bootstrap, "rf1").get(1) == 2, 30, "broker 2 leading rf1-1 again")
     got = consume_all(c.bootstrap, {("rf1", i): 1000 for i in range(3)})
     assert sorted(v for msgs in got.values() for _, _, v, _ in msgs) == sorted(m.value() for m in acked)

@@ -36,7 +36,7 @@ from kafka.errors import KafkaError
 
 from bench.cluster import Cluster, _alive
 from systems.core.events import read_events
-from tests.clients import admin, create_topics
+from tests.clients import admin, create_topics, wait_for
 from tests.shared_harness import LoadProducer, move_timeline, parse_payload, payload, prefill, read_back
 
 MiB = 1 << 20
@@ -54,16 +54,6 @@ ROWS: list[dict] = []
 
 
 # -- shared helpers -------------------------------------------------------------------------
-
-def wait_for(pred, timeout: float, what: str, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
 
 
 def live_bootstrap(c: Cluster) -> str:

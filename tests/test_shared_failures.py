@@ -19,7 +19,7 @@ from kafka.admin import NewTopic
 from bench.cluster import Cluster
 from systems.core.events import read_events
 from tests.shared_harness import LoadProducer, check_acked, move_timeline, read_back
-from tests.clients import create_topics
+from tests.clients import create_topics, wait_for
 
 SESSION_S = 3.0
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
@@ -36,17 +36,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
-
-
-def wait_for(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def failover_timeline(c: Cluster, topic: str):

@@ -18,7 +18,7 @@ from kafka.admin import NewTopic
 from bench.cluster import Cluster
 from systems.core.events import read_events
 from tests.shared_harness import LoadProducer, move_timeline, parse_payload, prefill, read_back, check_acked
-from tests.clients import admin, create_topics
+from tests.clients import admin, create_topics, wait_for
 
 MiB = 1 << 20
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
@@ -34,17 +34,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
-
-
-def wait_for(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def backlog_drained(c: Cluster, broker: int, threshold: int) -> bool:

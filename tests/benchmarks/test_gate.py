@@ -32,23 +32,12 @@ from kafka.admin import NewTopic
 
 from bench.cluster import Cluster
 from systems.core.events import read_events
-from tests.clients import admin, create_topics
+from tests.clients import admin, create_topics, wait_for
 from tests.shared_harness import LoadProducer, move_timeline
 from tests.shared_harness import prefill as prefill_big
 
 MiB = 1 << 20
 MSG = 4096
-
-
-def _wait(pred, timeout, what, every=0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
 
 
 # -- broker produce / fetch throughput ---------------------------------------------------------
@@ -148,7 +137,7 @@ def test_gate_copy_throttle(benchmark, two_brokers, size, rate):
         plan = [{"topic": topic, "partition": 0, "replicas": [2] if cur == [1] else [1]}]
         since = time.time()
         assert execute(c.bootstrap, plan, rate, False, out=io.StringIO()) == 0
-        _wait(lambda: (r := _replicas(c, topic))[0] == plan[0]["replicas"] and not r[1], 300, "the move", 0.05)
+        wait_for(lambda: (r := _replicas(c, topic))[0] == plan[0]["replicas"] and not r[1], 300, "the move", 0.05)
         verify(c.bootstrap, plan, out=io.StringIO())  # clears the throttles
         ev = [e for e in read_events(c.dir) if e.get("topic") == topic and e["ts"] >= since]
         start = next(e["ts"] for e in ev if e["event"] == "reassignment_started")
@@ -186,7 +175,7 @@ def test_gate_shared_move(benchmark, shared3, size):
     def drained():
         ups = [e for e in read_events(c.dir) if e["event"] == "shared_upload" and e["source"] == 1]
         return ups and ups[-1].get("backlog_bytes", 0) < 32 * MiB
-    _wait(drained, 120, "uploads to catch up", 0.2)
+    wait_for(drained, 120, "uploads to catch up", 0.2)
     load = LoadProducer(c.bootstrap, topic, 0, msgs_per_s=300, size=1000, tag=b"gate").start()
     owner = [1]
     moves: list[float] = []
@@ -195,13 +184,13 @@ def test_gate_shared_move(benchmark, shared3, size):
     def move():
         to = owner[0] % 3 + 1
         a.alter_partition_reassignments({KTP(topic, 0): [to]})
-        tl = _wait(lambda: (lambda t: t if t and t["to"] == to and "ready_ts" in t else None)(
+        tl = wait_for(lambda: (lambda t: t if t and t["to"] == to and "ready_ts" in t else None)(
             move_timeline(c.dir, topic, 0)), 30, "the move", 0.02)
         moves.append(tl["move_seconds"])
         owner[0] = to
 
     try:
-        _wait(lambda: len(load.acks) > 300, 30, "load")
+        wait_for(lambda: len(load.acks) > 300, 30, "load")
         benchmark.pedantic(move, rounds=9, iterations=1, setup=lambda: time.sleep(1.0))
     finally:
         a.close()

@@ -21,7 +21,7 @@ from kafka.admin import NewTopic
 from bench.cluster import Cluster
 from systems.core.events import read_events
 from tests.shared_harness import LoadProducer, move_timeline, prefill
-from tests.clients import admin, create_topics
+from tests.clients import admin, create_topics, wait_for
 
 MiB = 1 << 20
 MOVES = 10
@@ -38,17 +38,6 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def _wait(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
@@ -62,21 +51,21 @@ def _moves(c: Cluster, topic: str, size: int) -> dict:
     def drained():
         ups = [e for e in read_events(c.dir) if e["event"] == "shared_upload" and e["source"] == 1]
         return ups and ups[-1].get("backlog_bytes", 0) < 32 * MiB
-    _wait(drained, 120, "uploads to catch up")
+    wait_for(drained, 120, "uploads to catch up")
     load = LoadProducer(c.bootstrap, topic, 0, msgs_per_s=1000, size=1000, tag=topic.encode()).start()
     rows = []
     a = admin(c.bootstrap)
     try:
-        _wait(lambda: len(load.acks) > 500, 30, "load")
+        wait_for(lambda: len(load.acks) > 500, 30, "load")
         owner = 1
         for i in range(MOVES):
             to = owner % 3 + 1
             t_req = time.monotonic()
             a.alter_partition_reassignments({KTP(topic, 0): [to]})
-            tl = _wait(lambda: (lambda t: t if t and t["to"] == to and "ready_ts" in t else None)(
+            tl = wait_for(lambda: (lambda t: t if t and t["to"] == to and "ready_ts" in t else None)(
                 move_timeline(c.dir, topic, 0)), 30, "move")
             end = tl["end_offset"]
-            first = _wait(lambda: min((t for _, off, t in list(load.acks) if off >= end), default=None), 20, "ack")
+            first = wait_for(lambda: min((t for _, off, t in list(load.acks) if off >= end), default=None), 20, "ack")
             tl["request_to_first_new_ack_s"] = round(first - t_req, 4)
             rows.append(tl)
             owner = to
