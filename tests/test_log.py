@@ -45,7 +45,7 @@ def test_append_read_roll_and_reopen(tmp_path):
     assert got == spans
     # Memory stays bounded: besides the active segment, at most MAX_LOADED indexes are in memory.
     assert sum(seg.loaded for seg in again.segments[:-1]) <= LocalLog.MAX_LOADED
-    assert sum(len(seg.bases) for seg in again.segments[:-1]) < 200 // 2
+    assert sum(seg.count for seg in again.segments[:-1]) < 200 // 2
 
 
 def test_torn_tail_is_truncated_on_recovery(tmp_path):
@@ -106,3 +106,14 @@ def test_metadata_log_survives_torn_write(tmp_path):
     m2.append([{"type": "c", "n": 3}])
     m2.close()
     assert [r["n"] for r in MetadataLog(path).records] == [1, 2, 3]
+
+
+def test_offset_for_timestamp_across_flushed_and_unflushed_entries(tmp_path):
+    log = LocalLog(str(tmp_path), segment_bytes=2048, index_flush_batches=3)
+    for _ in range(20):
+        _append(log, [b"w" * 100])
+    # batch() stamps timestamps 1_700_000_000_000 + i within a batch; every batch starts there.
+    assert log.offset_for_timestamp(1_700_000_000_000) == (0, 1_700_000_000_000)
+    assert log.offset_for_timestamp(1_800_000_000_000) is None
+    log.close()
+    assert LocalLog(str(tmp_path), segment_bytes=2048).offset_for_timestamp(0) == (0, 1_700_000_000_000)

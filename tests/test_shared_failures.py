@@ -95,7 +95,7 @@ def test_split_brain_late_writes_are_fenced(cluster):
         t_cont = time.time()
         # The resumed broker learns it was replaced and comes back as a new incarnation.
         lost = wait_for(lambda: [e for e in read_events(c.dir) if e["event"] == "shared_incarnation_lost"
-                                 and e["source"] == 2 and e["ts"] >= t_cont], 15, "broker 2 to notice")
+                                 and e["source"] == 2 and e["ts"] >= t_cont], 30, "broker 2 to notice")
         n = len(load.acks)
         wait_for(lambda: len(load.acks) > n + 200, 20, "acks after the split brain")
     finally:

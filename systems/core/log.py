@@ -27,6 +27,11 @@ IDX_SIZE = _IDX.size
 
 
 class Segment:
+    """One segment file and its index. In memory the index keeps, per batch, the base
+    and last offsets relative to the segment's base and the file position, as 32-bit
+    ints (12 bytes a batch, like Kafka's 4-byte relative offsets); max timestamps stay
+    in the .index file (only ListOffsets by time reads them)."""
+
     def __init__(self, directory: str, base_offset: int):
         self.base = base_offset
         stem = os.path.join(directory, f"{base_offset:020d}")
@@ -34,39 +39,58 @@ class Segment:
         self.index_path = stem + ".index"
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.bases = array("q")
-        self.lasts = array("q")
-        self.positions = array("q")
-        self.max_ts = array("q")
+        self._clear()
         self._index_written = 0  # entries already in the .index file
+        self._pending_ts: list[int] = []  # max timestamps of the entries not yet written
         self.loaded = True
         self._next = base_offset  # next offset, kept while the index is unloaded
         self._load_index()
 
+    def _clear(self) -> None:
+        self.rbases, self.rlasts, self.positions = array("i"), array("i"), array("i")
+
+    @property
+    def count(self) -> int:
+        return len(self.positions)
+
+    def base_at(self, i: int) -> int:
+        return self.base + self.rbases[i]
+
+    def last_at(self, i: int) -> int:
+        return self.base + self.rlasts[i]
+
+    def find(self, offset: int) -> int:
+        """Index of the first batch whose last offset >= offset (count if none)."""
+        return bisect.bisect_left(self.rlasts, offset - self.base)
+
     # -- recovery ---------------------------------------------------------
-    def _load_index(self) -> None:
+    def _read_index_file(self) -> bytes:
         try:
             with open(self.index_path, "rb") as f:
-                raw = f.read()
+                return f.read()
         except FileNotFoundError:
-            raw = b""
+            return b""
+
+    def _load_index(self) -> None:
+        raw = self._read_index_file()
         for i in range(len(raw) // IDX_SIZE):
-            rel, lod, pos, mts = _IDX.unpack_from(raw, i * IDX_SIZE)
-            self.bases.append(self.base + rel)
-            self.lasts.append(self.base + rel + lod)
+            rel, lod, pos, _ = _IDX.unpack_from(raw, i * IDX_SIZE)
+            self.rbases.append(rel)
+            self.rlasts.append(rel + lod)
             self.positions.append(pos)
-            self.max_ts.append(mts)
         # Drop index entries that point past the log (log lost its tail).
         while self.positions and self.positions[-1] >= self.size:
             self._pop()
-        self._index_written = len(self.positions)
         if self.positions:
             # The last indexed batch must be whole; re-scan from it.
             start = self.positions[-1]
             self._pop()
-            self._index_written = len(self.positions)
         else:
             start = 0
+        self._index_written = self.count
+        if os.path.exists(self.index_path) and len(raw) != self._index_written * IDX_SIZE:
+            with open(self.index_path, "r+b") as f:
+                f.truncate(self._index_written * IDX_SIZE)
         self._recover_from(start)
 
     def unload(self) -> None:
@@ -74,25 +98,25 @@ class Segment:
         if self.loaded:
             self.flush_index()
             self._next = self.next_offset
-            self.bases, self.lasts, self.positions, self.max_ts = array("q"), array("q"), array("q"), array("q")
+            self._clear()
             self.loaded = False
 
     def ensure(self) -> None:
         if self.loaded:
             return
-        with open(self.index_path, "rb") as f:
-            raw = f.read()
+        raw = self._read_index_file()
         for i in range(len(raw) // IDX_SIZE):
-            rel, lod, pos, mts = _IDX.unpack_from(raw, i * IDX_SIZE)
-            self._index(self.base + rel, self.base + rel + lod, pos, mts)
-        self._index_written = len(self.positions)
+            rel, lod, pos, _ = _IDX.unpack_from(raw, i * IDX_SIZE)
+            self.rbases.append(rel)
+            self.rlasts.append(rel + lod)
+            self.positions.append(pos)
+        self._index_written = self.count
         self.loaded = True
 
     def _pop(self) -> None:
-        self.bases.pop()
-        self.lasts.pop()
+        self.rbases.pop()
+        self.rlasts.pop()
         self.positions.pop()
-        self.max_ts.pop()
 
     def _recover_from(self, start: int) -> None:
         pos = start
@@ -134,10 +158,10 @@ class Segment:
 
     # -- writes -----------------------------------------------------------
     def _index(self, base: int, last: int, pos: int, max_ts: int) -> None:
-        self.bases.append(base)
-        self.lasts.append(last)
+        self.rbases.append(base - self.base)
+        self.rlasts.append(last - self.base)
         self.positions.append(pos)
-        self.max_ts.append(max_ts)
+        self._pending_ts.append(max_ts)
 
     def append(self, parts: list, base: int, last: int, max_ts: int) -> None:
         pos = self.size
@@ -153,33 +177,44 @@ class Segment:
     def flush_index(self) -> None:
         if not self.loaded:
             return
-        n = len(self.positions)
+        n = self.count
         if n == self._index_written:
             return
         out = bytearray((n - self._index_written) * IDX_SIZE)
         for j, i in enumerate(range(self._index_written, n)):
-            _IDX.pack_into(out, j * IDX_SIZE, self.bases[i] - self.base, self.lasts[i] - self.bases[i],
-                           self.positions[i], self.max_ts[i])
+            _IDX.pack_into(out, j * IDX_SIZE, self.rbases[i], self.rlasts[i] - self.rbases[i],
+                           self.positions[i], self._pending_ts[j])
         with open(self.index_path, "ab") as f:
             f.write(out)
         self._index_written = n
+        self._pending_ts = []
+
+    def max_timestamps(self) -> list[int]:
+        """Max timestamp of every batch (from the index file, then the unwritten tail)."""
+        raw = self._read_index_file()
+        written = [_IDX.unpack_from(raw, i * IDX_SIZE)[3] for i in range(min(len(raw) // IDX_SIZE,
+                                                                            self._index_written))]
+        return written + self._pending_ts
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= offset (whole batches, as Kafka)."""
         self.ensure()
-        i = bisect.bisect_left(self.lasts, offset)
-        if i == len(self.bases):
+        i = self.find(offset)
+        if i == self.count:
             return
         self._truncate_file(self.positions[i])
-        del self.bases[i:], self.lasts[i:], self.positions[i:], self.max_ts[i:]
-        keep = min(self._index_written, i)
-        with open(self.index_path, "r+b" if os.path.exists(self.index_path) else "wb") as f:
-            f.truncate(keep * IDX_SIZE)
-        self._index_written = keep
+        del self.rbases[i:], self.rlasts[i:], self.positions[i:]
+        if i < self._index_written:
+            with open(self.index_path, "r+b" if os.path.exists(self.index_path) else "wb") as f:
+                f.truncate(i * IDX_SIZE)
+            self._index_written = i
+            self._pending_ts = []
+        else:
+            del self._pending_ts[i - self._index_written:]
 
     # -- reads ------------------------------------------------------------
     def batch_end(self, i: int) -> int:
-        return self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+        return self.positions[i + 1] if i + 1 < self.count else self.size
 
     def read(self, offset: int, max_bytes: int, below: int) -> bytes | None:
         """Whole batches from the one holding `offset`, with base offset < below.
@@ -188,13 +223,15 @@ class Segment:
         so a consumer can always make progress.
         """
         self.ensure()
-        i = bisect.bisect_left(self.lasts, offset)
-        if i >= len(self.bases) or self.bases[i] >= below:
+        i = self.find(offset)
+        n = self.count
+        rel_below = below - self.base
+        if i >= n or self.rbases[i] >= rel_below:
             return None
         start = self.positions[i]
         j = i
         end = self.batch_end(i)
-        while j + 1 < len(self.bases) and self.bases[j + 1] < below:
+        while j + 1 < n and self.rbases[j + 1] < rel_below:
             nxt = self.batch_end(j + 1)
             if nxt - start > max_bytes:
                 break
@@ -206,7 +243,7 @@ class Segment:
     def next_offset(self) -> int:
         if not self.loaded:
             return self._next
-        return self.lasts[-1] + 1 if self.lasts else self.base
+        return self.base + self.rlasts[-1] + 1 if self.rlasts else self.base
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -237,7 +274,7 @@ class LocalLog:
         self.segments: list[Segment] = [Segment(directory, b) for b in bases] or [Segment(directory, 0)]
         self._seg_bases = [s.base for s in self.segments]
         self._unflushed = 0
-        self.log_start_offset = self.segments[0].bases[0] if self.segments[0].bases else self.segments[0].base
+        self.log_start_offset = self.segments[0].base_at(0) if self.segments[0].count else self.segments[0].base
         self._recent: list[Segment] = []  # inactive segments with their index loaded, most recent last
         for seg in self.segments[:-1]:
             seg.unload()
@@ -293,17 +330,16 @@ class LocalLog:
             if s.next_offset <= start_offset:
                 continue
             self._touch(s)
-            i = bisect.bisect_left(s.lasts, start_offset)
-            for k in range(i, len(s.positions)):
+            for k in range(s.find(start_offset), s.count):
                 yield records.parse_header(os.pread(s.fd, records.HEADER_SIZE, s.positions[k]))
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """First batch whose max timestamp >= ts: (base offset, max timestamp)."""
         for s in self.segments:
             self._touch(s)
-            for i in range(len(s.bases)):
-                if s.max_ts[i] >= ts:
-                    return s.bases[i], s.max_ts[i]
+            for i, mts in enumerate(s.max_timestamps()):
+                if mts >= ts:
+                    return s.base_at(i), mts
         return None
 
     def truncate_to(self, offset: int) -> None:
