@@ -38,9 +38,8 @@ from bench.checkers import (
     UNAVAILABLE_POST_S,
     UNAVAILABLE_PRE_S,
     HistoryView,
-    _hashable,
-    _tp_of,
     check_bytes_moved,
+    move_markers,
 )
 from bench.history import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE, SCHEMA
 from bench.scenario import MOVE_ACTIONS
@@ -588,14 +587,7 @@ def _move_candidates(r: Run, v: HistoryView) -> list[dict[str, Any]]:
         if a.kind not in MOVE_ACTIONS:
             continue
         for tp in sorted(a.partitions):
-            mc = next((e for e in completes if _hashable(e.action_id) == a.action_id and _tp_of(e) == tp), None)
-            new_leader = mc.detail.get("new_leader") if mc is not None else None
-            targets = [new_leader] if new_leader is not None else a.targets.get(tp)
-            lc = next((e for e in leader_changes
-                       if _tp_of(e) == tp and e.ts >= a.start
-                       and (e.action_id is None or _hashable(e.action_id) == a.action_id)
-                       and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
-                       and (not targets or e.detail["leader"] in targets)), None)
+            _, new_leader, lc = move_markers(a, tp, completes, leader_changes)
             out.append({"run_idx": r.idx, "action_id": str(a.action_id), "action": a.kind, "topic": tp[0],
                         "partition": tp[1], "request_ts": a.start, "end_ts": a.end,
                         "lc_ts": lc.ts if lc is not None else None,

@@ -573,6 +573,20 @@ def _is_move(a: _Action) -> bool:
     return a.kind in MOVE_ACTIONS
 
 
+def move_markers(a, tp, completes, leader_changes):
+    """For one move action and partition: its move_complete event, the new leader it names,
+    and the first leader_change at or after the request to a target (the new owner), or None."""
+    mc = next((e for e in completes if _hashable(e.action_id) == a.action_id and _tp_of(e) == tp), None)
+    new_leader = mc.detail.get("new_leader") if mc is not None else None
+    targets = [new_leader] if new_leader is not None else a.targets.get(tp)
+    lc = next((e for e in leader_changes
+               if _tp_of(e) == tp and e.ts >= a.start
+               and (e.action_id is None or _hashable(e.action_id) == a.action_id)
+               and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
+               and (not targets or e.detail["leader"] in targets)), None)
+    return mc, new_leader, lc
+
+
 def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """move_seconds: how long until a moved partition is served by its new owner.
 
@@ -613,17 +627,9 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
         for tp in sorted(a.partitions):
             rec: dict[str, Any] = {"action_id": a.action_id, "action": a.kind,
                                    "topic": tp[0], "partition": tp[1], "request_ts": a.start}
-            mc = next((e for e in completes if _hashable(e.action_id) == a.action_id
-                       and _tp_of(e) == tp), None)
-            new_leader = mc.detail.get("new_leader") if mc is not None else None
+            mc, new_leader, lc = move_markers(a, tp, completes, leader_changes)
             if mc is not None:
                 rec["move_complete_ts"] = float(mc.detail.get("ts", mc.ts))
-            targets = [new_leader] if new_leader is not None else a.targets.get(tp)
-            lc = next((e for e in leader_changes
-                       if _tp_of(e) == tp and e.ts >= a.start
-                       and (e.action_id is None or _hashable(e.action_id) == a.action_id)
-                       and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
-                       and (not targets or e.detail["leader"] in targets)), None)
             rec["new_leader"] = lc.detail["leader"] if lc is not None else new_leader
             if lc is None:
                 rec.update(move_seconds="unknown", reason="no leader_change to the new leader")

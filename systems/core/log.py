@@ -71,13 +71,18 @@ class Segment:
         except FileNotFoundError:
             return b""
 
-    def _load_index(self) -> None:
+    def _load_entries(self) -> int:
+        """Load the .index file into memory; returns its size in bytes."""
         raw = self._read_index_file()
         for i in range(len(raw) // IDX_SIZE):
             rel, lod, pos, _ = _IDX.unpack_from(raw, i * IDX_SIZE)
             self.rbases.append(rel)
             self.rlasts.append(rel + lod)
             self.positions.append(pos)
+        return len(raw)
+
+    def _load_index(self) -> None:
+        raw_len = self._load_entries()
         # Drop index entries that point past the log (log lost its tail).
         while self.positions and self.positions[-1] >= self.size:
             self._pop()
@@ -88,7 +93,7 @@ class Segment:
         else:
             start = 0
         self._index_written = self.count
-        if os.path.exists(self.index_path) and len(raw) != self._index_written * IDX_SIZE:
+        if os.path.exists(self.index_path) and raw_len != self._index_written * IDX_SIZE:
             with open(self.index_path, "r+b") as f:
                 f.truncate(self._index_written * IDX_SIZE)
         self._recover_from(start)
@@ -104,12 +109,7 @@ class Segment:
     def ensure(self) -> None:
         if self.loaded:
             return
-        raw = self._read_index_file()
-        for i in range(len(raw) // IDX_SIZE):
-            rel, lod, pos, _ = _IDX.unpack_from(raw, i * IDX_SIZE)
-            self.rbases.append(rel)
-            self.rlasts.append(rel + lod)
-            self.positions.append(pos)
+        self._load_entries()
         self._index_written = self.count
         self.loaded = True
 

@@ -11,12 +11,12 @@ import time
 
 import psutil
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import NewTopic
 
+from tests.benchmarks.common import MSG, fill
 from tests.clients import create_topics
 
-MSG = 4096
 N = 50_000  # ~205 MB per round
 
 
@@ -52,20 +52,6 @@ def broker(tmp_path_factory):
         c.stop()
 
 
-def _produce(bootstrap: str, topic: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 10, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 262144})
-    val = b"v" * MSG
-    for _ in range(N):
-        while True:
-            try:
-                p.produce(topic, value=val, partition=0)
-                break
-            except BufferError:
-                p.poll(0.005)
-    assert p.flush(120) == 0
-
-
 def test_produce_4k_acks1(benchmark, broker):
     rounds = iter(range(100))
     sampler = RssSampler(broker.brokers[1].pid)
@@ -73,10 +59,10 @@ def test_produce_4k_acks1(benchmark, broker):
     def setup():
         topic = f"produce-{next(rounds)}"
         create_topics(broker.bootstrap, [NewTopic(topic, 1, 1)])
-        return (broker.bootstrap, topic), {}
+        return (broker.bootstrap, topic, N), {}
 
     with sampler:
-        benchmark.pedantic(_produce, setup=setup, rounds=3, iterations=1)
+        benchmark.pedantic(fill, setup=setup, rounds=3, iterations=1)
     mbps = N * MSG / benchmark.stats.stats.median / 1e6
     benchmark.extra_info.update(mb_per_s_median=round(mbps, 1), broker_peak_rss_mib=round(sampler.peak / 2**20, 1))
     print(f"\nproduce: {mbps:.0f} MB/s (median of 3), broker peak RSS {sampler.peak / 2**20:.0f} MiB")
@@ -85,7 +71,7 @@ def test_produce_4k_acks1(benchmark, broker):
 
 def test_fetch_4k(benchmark, broker):
     create_topics(broker.bootstrap, [NewTopic("fetch", 1, 1)])
-    _produce(broker.bootstrap, "fetch")
+    fill(broker.bootstrap, "fetch", N)
     sampler = RssSampler(broker.brokers[1].pid)
 
     def consume():

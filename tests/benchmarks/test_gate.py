@@ -21,23 +21,22 @@ aggregation). Run and compare (see docs/faults.md, "Regression gates"):
 """
 from __future__ import annotations
 
-import io
 import statistics
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka import TopicPartition as KTP
 from kafka.admin import NewTopic
 
 from bench.cluster import Cluster
 from systems.core.events import read_events
+from tests.benchmarks.common import MSG, fill, timed_move
 from tests.clients import admin, create_topics, wait_for
 from tests.shared_harness import LoadProducer, move_timeline
 from tests.shared_harness import prefill as prefill_big
 
 MiB = 1 << 20
-MSG = 4096
 
 
 # -- broker produce / fetch throughput ---------------------------------------------------------
@@ -52,20 +51,6 @@ def one_broker(tmp_path_factory):
         c.stop()
 
 
-def _produce(bootstrap: str, topic: str, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 10, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 262144})
-    val = b"v" * MSG
-    for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, value=val, partition=0)
-                break
-            except BufferError:
-                p.poll(0.005)
-    assert p.flush(120) == 0
-
-
 @pytest.mark.parametrize("n", [pytest.param(20_000, id="quick"), pytest.param(60_000, id="full")])
 def test_gate_produce(benchmark, one_broker, n):
     rounds = iter(range(1000))
@@ -75,7 +60,7 @@ def test_gate_produce(benchmark, one_broker, n):
         create_topics(one_broker.bootstrap, [NewTopic(topic, 1, 1)])
         return (one_broker.bootstrap, topic, n), {}
 
-    benchmark.pedantic(_produce, setup=setup, rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(fill, setup=setup, rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info["mb_per_s_median"] = round(n * MSG / benchmark.stats.stats.median / 1e6, 1)
 
 
@@ -83,7 +68,7 @@ def test_gate_produce(benchmark, one_broker, n):
 def test_gate_fetch(benchmark, one_broker, n):
     topic = f"gate-fetch-{n}"
     create_topics(one_broker.bootstrap, [NewTopic(topic, 1, 1)])
-    _produce(one_broker.bootstrap, topic, n)
+    fill(one_broker.bootstrap, topic, n)
 
     def consume():
         c = Consumer({"bootstrap.servers": one_broker.bootstrap, "group.id": "gate", "enable.auto.commit": False,
@@ -111,19 +96,9 @@ def two_brokers(tmp_path_factory):
         c.stop()
 
 
-def _replicas(c, topic):
-    a = admin(c.bootstrap)
-    try:
-        p = a.describe_topics([topic])[0]["partitions"][0]
-        return p["replica_nodes"], a.list_partition_reassignments()
-    finally:
-        a.close()
-
-
 @pytest.mark.parametrize("size,rate", [pytest.param(16 * MiB, 8_000_000, id="quick"),
                                        pytest.param(64 * MiB, 16_000_000, id="full")])
 def test_gate_copy_throttle(benchmark, two_brokers, size, rate):
-    from bench.reassign import execute, verify
     from tests.loadgen import prefill
     c = two_brokers
     topic = f"gate-copy-{size}"
@@ -133,16 +108,7 @@ def test_gate_copy_throttle(benchmark, two_brokers, size, rate):
     seconds: list[float] = []
 
     def move():
-        cur, _ = _replicas(c, topic)
-        plan = [{"topic": topic, "partition": 0, "replicas": [2] if cur == [1] else [1]}]
-        since = time.time()
-        assert execute(c.bootstrap, plan, rate, False, out=io.StringIO()) == 0
-        wait_for(lambda: (r := _replicas(c, topic))[0] == plan[0]["replicas"] and not r[1], 300, "the move", 0.05)
-        verify(c.bootstrap, plan, out=io.StringIO())  # clears the throttles
-        ev = [e for e in read_events(c.dir) if e.get("topic") == topic and e["ts"] >= since]
-        start = next(e["ts"] for e in ev if e["event"] == "reassignment_started")
-        end = next(e["ts"] for e in ev if e["event"] == "reassignment_completed")
-        seconds.append(end - start)
+        seconds.append(timed_move(c, topic, rate))
 
     benchmark.pedantic(move, rounds=3, iterations=1)
     ratio = statistics.median(seconds) / (size / rate)
@@ -204,8 +170,7 @@ def test_gate_shared_move(benchmark, shared3, size):
 
 @pytest.mark.parametrize("scale", [pytest.param(1, id="full")])
 def test_gate_aggregate(benchmark, tmp_path, scale):
-    agg = pytest.importorskip("bench.aggregate")
-    synthetic = pytest.importorskip("bench.synthetic")
+    from bench import aggregate as agg, synthetic
     runs = synthetic.write_sweep(tmp_path / "runs", rate=400.0 * scale, duration_s=30.0)
     rows = 0
     import pyarrow.parquet as pq
