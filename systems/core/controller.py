@@ -43,6 +43,18 @@ class ControllerExtension:
     def validate_reassignment(self, p: PartitionInfo, target: list[int]) -> tuple[int, str] | None:
         return None
 
+    def on_broker_fenced(self, broker_id: int) -> list[dict] | None:
+        """Records for a broker's loss, or None to keep the core's elections from the ISR."""
+        return None
+
+    def on_broker_unfenced(self, broker_id: int) -> list[dict] | None:
+        """Records for a broker's return, or None to keep the core's elections."""
+        return None
+
+    def heartbeat_refused(self, broker_id: int, epoch: int) -> str | None:
+        """Why this broker incarnation may no longer heartbeat (it must register again), or None."""
+        return None
+
     def reassign(self, p: PartitionInfo, target: list[int] | None) -> list[dict]:
         """Records that start (or, for target None, cancel) a reassignment."""
         raise NotImplementedError
@@ -167,6 +179,10 @@ class Controller:
         return {"type": "partition_change", "topic_id": p.topic_id, "partition": p.partition, **change}
 
     def on_broker_fenced(self, broker_id: int) -> list[dict]:
+        for ext in self.extensions:
+            recs = ext.on_broker_fenced(broker_id)
+            if recs is not None:
+                return recs
         recs = []
         for ti in self.image.topics.values():
             for p in ti.partitions.values():
@@ -184,6 +200,10 @@ class Controller:
         return recs
 
     def on_broker_unfenced(self, broker_id: int) -> list[dict]:
+        for ext in self.extensions:
+            recs = ext.on_broker_unfenced(broker_id)
+            if recs is not None:
+                return recs
         recs = []
         for ti in self.image.topics.values():
             for p in ti.partitions.values():
@@ -227,6 +247,10 @@ class Controller:
             return {"epoch": epoch, "cluster_id": self.cluster_id}
 
     async def heartbeat(self, id: int, epoch: int, metadata_offset: int):
+        for ext in self.extensions:
+            why = ext.heartbeat_refused(id, epoch)
+            if why:
+                raise RpcError(why, errors.STALE_BROKER_EPOCH)
         b = self.image.brokers.get(id)
         if b is None or b.epoch != epoch:
             raise RpcError(f"stale broker epoch {epoch} for broker {id}", errors.STALE_BROKER_EPOCH)

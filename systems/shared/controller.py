@@ -198,11 +198,11 @@ class SharedController(ControllerExtension):
         if b is None or b.epoch != broker_epoch or b.fenced or (broker, broker_epoch) in self.reg.dead:
             raise RpcError(f"broker {broker} epoch {broker_epoch} is fenced", STREAM_FENCED)
 
-    async def heartbeat(self, id: int, epoch: int, metadata_offset: int):
-        if (id, epoch) in self.reg.dead:
+    def heartbeat_refused(self, broker_id: int, epoch: int) -> str | None:
+        if (broker_id, epoch) in self.reg.dead:
             # Its streams were taken over: it must come back as a new incarnation.
-            raise RpcError(f"broker {id} epoch {epoch} was failed over", errors.STALE_BROKER_EPOCH)
-        return await self._core_heartbeat(id=id, epoch=epoch, metadata_offset=metadata_offset)
+            return f"broker {broker_id} epoch {epoch} was failed over"
+        return None
 
     async def open_streams(self, broker: int, broker_epoch: int, topic_id: str, partition: int):
         async with self.ctl._lock:
@@ -410,14 +410,11 @@ class SharedController(ControllerExtension):
 
 def extend_controller(ctl: Controller) -> SharedController:
     ext = SharedController(ctl)
+    # Its on_broker_fenced / on_broker_unfenced / heartbeat_refused hooks replace the core's
+    # fencing: any broker can serve any partition, so a lost broker's partitions are handed
+    # to live ones instead of waiting with leader -1.
     ctl.extensions.append(ext)
-    # Fencing and unfencing work differently here: any broker can serve any partition, so a
-    # lost broker's partitions are handed to live ones instead of waiting with leader -1.
-    ctl.on_broker_fenced = ext.on_broker_fenced
-    ctl.on_broker_unfenced = ext.on_broker_unfenced
-    ext._core_heartbeat = ctl.handlers["heartbeat"]
     ctl.handlers.update({
-        "heartbeat": ext.heartbeat,
         "shared_open_streams": ext.open_streams,
         "shared_commit": ext.commit_object,
         "shared_close_streams": ext.close_streams,
