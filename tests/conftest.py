@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.cluster import Cluster  # noqa: E402
+from bench.run.cluster import Cluster  # noqa: E402
 
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with

@@ -1,5 +1,5 @@
 """Spark aggregation on a small synthetic results directory (SYNTHETIC TEST FIXTURES from
-bench/synthetic.py, written through HistoryWriter), checked against bench/checkers.py.
+bench/analysis/synthetic.py, written through HistoryWriter), checked against bench/check/.
 
 One Spark session for the whole module (local[2], 1g, UI off, loopback), always stopped.
 """
@@ -11,10 +11,10 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from bench.aggregate import TABLES, AggregateError, aggregate, discover_runs, spark_session
-from bench.checkers import check_all
-from bench.history import read_history
-from bench.synthetic import SynthRun, write_run
+from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, spark_session
+from bench.check import check_all
+from bench.history.store import read_history
+from bench.analysis.synthetic import SynthRun, write_run
 
 MiB = 2**20
 

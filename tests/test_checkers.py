@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bench.checkers import (
+from bench.check import (
     check_all,
     check_bytes_moved,
     check_duplicates,
@@ -17,8 +17,8 @@ from bench.checkers import (
     check_unexpected,
     check_unseen,
 )
-from bench.history import event_row, read_row, send_row, to_table
-from bench.scenario import parse_scenario
+from bench.history.store import event_row, read_row, send_row, to_table
+from bench.run.scenario import parse_scenario
 
 T0 = 1_000.0  # times below are offsets from T0; chosen as binary fractions so sums are exact
 
@@ -345,7 +345,7 @@ def test_large_history_is_vectorised():
     n = 200_000
     import pyarrow as pa
 
-    from bench.history import SCHEMA
+    from bench.history.store import SCHEMA
 
     ids = np.arange(n, dtype=np.int64)
     ts = T0 + ids * 1e-4

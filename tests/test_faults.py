@@ -34,7 +34,8 @@ from kafka import TopicPartition as KTP
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from bench.cluster import Cluster, _alive
+from bench.run.cluster import Cluster
+from systems.core.process import alive as _alive
 from systems.core.events import read_events
 from tests.clients import admin, create_topics, wait_for
 from tests.shared_harness import LoadProducer, move_timeline, parse_payload, payload, prefill, read_back
@@ -157,7 +158,7 @@ def run_fault(c: Cluster, name: str, assignment: list[int], target: list[int], f
         ctx["t_request"] = time.monotonic()
         ctx["since"] = time.time()
         if c.system == "replication":
-            from bench.reassign import execute
+            from bench.cli.reassign import execute
             plan = [{"topic": topic, "partition": 0, "replicas": target}]
             assert execute(c.bootstrap, plan, throttle, False, out=io.StringIO()) == 0
         else:

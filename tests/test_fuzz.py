@@ -11,7 +11,7 @@ from kafka.admin import NewTopic
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from bench.cluster import _alive
+from systems.core.process import alive as _alive
 from tests.clients import consume_all, create_topics, idempotent_producer, produce_all
 from tests.rawclient import batch
 

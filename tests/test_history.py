@@ -4,7 +4,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from bench.history import (
+from bench.history.store import (
     FIELDS,
     SCHEMA,
     HistoryWriter,

@@ -1,12 +1,12 @@
-"""bench/model.py: fits, held-out check and projection on constructed data (exact expectations)."""
+"""bench/analysis/model.py: fits, held-out check and projection on constructed data (exact expectations)."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from bench import model as mdl
-from bench.model import MovePoint, fit_linear, fit_model, held_out, project
+from bench.analysis import model as mdl
+from bench.analysis.model import MovePoint, fit_linear, fit_model, held_out, project
 
 MiB = 2**20
 

@@ -1,4 +1,4 @@
-"""bench/report.py on hand-made aggregate tables (no Spark)."""
+"""bench/analysis/report.py on hand-made aggregate tables (no Spark)."""
 from __future__ import annotations
 
 import base64
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from bench.aggregate import TABLES, fit_models, write_table
-from bench.report import ReportError, build_report
+from bench.analysis.aggregate import TABLES, fit_models, write_table
+from bench.analysis.report import ReportError, build_report
 
 MiB = 2**20
 

@@ -12,10 +12,11 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
-from bench.checkers import check_lost_writes
-from bench.history import read_history
-from bench.journal import MoveWindows, translate
-from bench.summary import analyze, dumps
+from bench.check import check_lost_writes
+from bench.history.store import read_history
+from systems.registry import profile
+from bench.history.journal import MoveWindows, translate
+from bench.check.summary import analyze, dumps
 from workloads.rates import rate_at
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,8 +81,8 @@ def test_builtin_scenarios_listed(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from bench.runner import run_scenario
-    from bench.scenario import parse_scenario
+    from bench.run.runner import run_scenario
+    from bench.run.scenario import parse_scenario
 
     root = tmp_path_factory.mktemp("results")
     sc = parse_scenario(json.loads(json.dumps(SMALL)), "small.yaml")
@@ -145,33 +146,39 @@ def test_real_history_losing_an_acked_message_fails_lost_writes(small_run):
 
 
 def test_journal_translation():
+    """Core events mean the same for every system; each profile says what its own move events mean."""
+    copy, shared = profile("replication").journal, profile("shared").journal
     w = MoveWindows()
     w.add(0, [("hot", 0)], 100.0)
     w.end(0, 110.0)
     [lc] = translate({"ts": 105.0, "event": "leader_change", "source": "controller", "topic": "hot",
-                      "partition": 0, "leader": 3, "leader_epoch": 2}, w)
+                      "partition": 0, "leader": 3, "leader_epoch": 2}, copy, w)
     assert lc["event"] == "leader_change" and lc["detail"]["action_id"] == 0 and lc["detail"]["leader"] == 3
     [mc] = translate({"ts": 106.0, "event": "reassignment_completed", "source": "controller", "topic": "hot",
-                      "partition": 0, "replicas": [3], "leader": 3}, w)
+                      "partition": 0, "replicas": [3], "leader": 3}, copy, w)
     assert mc["event"] == "move_complete" and mc["detail"]["new_leader"] == 3
     [c_in] = translate({"ts": 104.0, "event": "bytes_moved", "source": 3, "kind": "inter_broker",
-                        "direction": "reassign_in", "topic": "hot", "partition": 0, "bytes": 10}, w)
+                        "direction": "reassign_in", "topic": "hot", "partition": 0, "bytes": 10}, copy, w)
     [c_out] = translate({"ts": 104.0, "event": "bytes_moved", "source": 1, "kind": "inter_broker",
-                         "direction": "reassign_out", "topic": "hot", "partition": 0, "bytes": 10}, w)
+                         "direction": "reassign_out", "topic": "hot", "partition": 0, "bytes": 10}, copy, w)
     assert c_in["detail"]["name"] == "bytes_moved_inter_broker" and c_in["detail"]["value"] == 10
     assert c_out["detail"]["name"] == "bytes_sent_inter_broker"  # a copy is counted once
     rows = translate({"ts": 105.0, "event": "shared_partition_closed", "source": 1, "topic": "hot",
                       "partition": 0, "force_upload_ms": 120.0, "force_upload_bytes": 4096,
-                      "close_total_ms": 300.0}, w)
+                      "close_total_ms": 300.0}, shared, w)
     assert [r["event"] for r in rows] == ["shared_partition_closed", "move_phase", "counter"]
     assert rows[1]["detail"]["phase"] == "close.force_upload" and rows[1]["detail"]["seconds"] == 0.12
     assert rows[2]["detail"]["name"] == "bytes_moved_objstore"
     [el, ph] = translate({"ts": 107.0, "event": "shared_move_elected", "source": "controller", "topic": "hot",
-                          "partition": 0, "to": 2, "since_request_s": 0.8}, w)
+                          "partition": 0, "to": 2, "since_request_s": 0.8}, shared, w)
     assert el["event"] == "move_complete" and el["detail"]["new_leader"] == 2 and ph["detail"]["seconds"] == 0.8
-    [other] = translate({"ts": 200.0, "event": "something_new", "source": 2, "topic": "hot", "partition": 0}, w)
+    # Another system's move event means nothing special to this one: kept as is.
+    [kept] = translate({"ts": 107.0, "event": "shared_move_elected", "source": "controller", "topic": "hot",
+                        "partition": 0, "to": 2}, copy, w)
+    assert kept["event"] == "shared_move_elected"
+    [other] = translate({"ts": 200.0, "event": "something_new", "source": 2, "topic": "hot", "partition": 0}, copy, w)
     assert other["event"] == "something_new" and "action_id" not in other["detail"]  # outside the window
-    [bad] = translate({"event": "x"}, w)
+    [bad] = translate({"event": "x"}, copy, w)
     assert bad["event"] == "journal_malformed"
 
 

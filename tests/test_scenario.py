@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.scenario import (
+from bench.run.scenario import (
     ScenarioError,
     expand,
     format_bytes,
@@ -128,7 +128,7 @@ def test_shared_two_brokers_caught_inside_a_matrix():
         (lambda d: d["actions"][0].update(at_s=30), "actions.0.at_s", "duration_s"),
         (lambda d: d["actions"][0].update(broker=1), "actions.0.broker", "not used by action kind reassign"),
         (lambda d: d["actions"][0].pop("to"), "actions.0.to", "required"),
-        (lambda d: d["system"].update(kind="copy"), "system.kind", "'replication' or 'shared'"),
+        (lambda d: d["system"].update(kind="copy"), "system.kind", "unknown system 'copy' (systems: replication, shared)"),
         (lambda d: d["system"].update(brokers=0), "system.brokers", "must be >= 1"),
         (lambda d: d["system"].update(brokers=True), "system.brokers", "integer"),
         (lambda d: d["workload"].update(message_bytes="4k"), "workload.message_bytes", "byte size"),
@@ -221,7 +221,7 @@ def test_to_yaml_round_trips():
     sc = load_scenario(REASSIGN_ONE)
     again = parse_scenario(yaml.safe_load(sc.to_yaml()))
     assert again == sc
-    assert again.resolved()["system"]["wal_upload_threshold_bytes"] == 64 * 2**20
+    assert again.resolved()["system"]["wal_upload_threshold_bytes"] is None  # the system's own default
 
 
 def test_models_are_frozen():

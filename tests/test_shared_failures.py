@@ -16,7 +16,7 @@ import time
 import pytest
 from kafka.admin import NewTopic
 
-from bench.cluster import Cluster
+from bench.run.cluster import Cluster
 from systems.core.events import read_events
 from tests.shared_harness import LoadProducer, check_acked, move_timeline, read_back
 from tests.clients import create_topics, wait_for

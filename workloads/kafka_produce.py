@@ -4,7 +4,7 @@ event (``request_type="produce"``, ``name=<topic>``, response time = send -> del
 
 Two ways to use it:
 
-* **The harness** (``bench/load.py``) drives it as a library with a ``LocalRunner``; it sets
+* **The harness** (``bench/run/load.py``) drives it as a library with a ``LocalRunner``; it sets
   ``environment.kafka_history`` (anything with ``extend(rows)``, e.g. a
   :class:`bench.history.HistoryWriter`) and every send attempt becomes a history ``send`` row.
 * **By hand**, against a running cluster (``python -m bench cluster start ...``)::
@@ -19,7 +19,7 @@ Two ways to use it:
 
 Messages: the value is ``message_bytes`` of filler; headers ``id`` (the message id, unique per
 process and increasing in send order per producer) and ``p`` (the producer's name) let the
-verifying consumer join reads to sends. Prefill records (``bench/load.py``) carry a ``prefill``
+verifying consumer join reads to sends. Prefill records (``bench/run/load.py``) carry a ``prefill``
 header and no ``id``.
 
 Outcome of a send (Jepsen): ``ok`` with a delivery report without error; ``fail`` only when the

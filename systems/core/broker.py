@@ -605,16 +605,16 @@ class Broker:
                                                   is_fenced=b.fenced) for b in brokers])
 
 
-def load_backend(system: str):
-    mod = importlib.import_module(f"systems.{system}.backend")
-    return mod.BACKEND
+def load_backend(module: str):
+    """The module named by --backend (a system profile's `backend`) exports BACKEND."""
+    return importlib.import_module(module).BACKEND
 
 
 async def amain(args) -> None:
     host, port = args.controller.rsplit(":", 1)
     overrides = json.loads(args.config) if args.config else {}
     broker = Broker(args.id, args.host, args.port, args.dir, (host, int(port)), overrides,
-                    load_backend(args.system), args.port_file)
+                    load_backend(args.backend), args.port_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
@@ -628,7 +628,7 @@ async def amain(args) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Kafka-protocol broker")
     p.add_argument("--id", type=int, required=True)
-    p.add_argument("--system", required=True, choices=["replication", "shared"])
+    p.add_argument("--backend", required=True, help="module exporting BACKEND (systems.<name>.backend)")
     p.add_argument("--dir", required=True)
     p.add_argument("--controller", required=True, help="host:port of the controller")
     p.add_argument("--host", default="127.0.0.1")

@@ -1,4 +1,4 @@
-"""What `python -m bench cluster start --system shared` adds to the launcher: the object store.
+"""The shared system's auxiliary service: the object store (started by the cluster launcher).
 
 - No `s3.endpoint` configured: an embedded SeaweedFS (`weed mini`) is started under
   DIR/objstore with random credentials; its endpoint, pid and log go to cluster.json.
@@ -13,13 +13,11 @@ import json
 import os
 import secrets
 
+from systems.core.process import Proc
+from systems.core.profile import ServiceContext, ServiceHandle
 from systems.shared.objstore import ObjectStore
 from systems.shared.seaweed import SeaweedServer
 from systems.shared.settings import s3_config
-
-
-def _cred_path(cluster) -> str:
-    return os.path.join(cluster.dir, "run", "s3.credentials")
 
 
 def _write_credentials(path: str, ak: str, sk: str) -> None:
@@ -39,44 +37,33 @@ def _read_credentials(path: str) -> tuple[str, str] | None:
         return None
 
 
-def start_object_store(cluster, timeout: float = 60.0) -> None:
-    from bench.cluster import HOST, Proc
-
-    cfg = cluster.config
-    path = _cred_path(cluster)
-    info = dict(getattr(cluster, "object_store_info", None) or {})
+def start_object_store(ctx: ServiceContext) -> ServiceHandle:
+    cfg = ctx.config
+    path = os.path.join(ctx.dir, "run", "s3.credentials")
+    info = dict(ctx.previous or {})
     if cfg.get("s3.endpoint") and not info.get("embedded"):
+        out = {}
         ak, sk = cfg.pop("s3.access.key", None), cfg.pop("s3.secret.key", None)
         if ak and sk:
             _write_credentials(path, ak, sk)
-            cfg["s3.credentials.file"] = path
-        cluster.object_store_info = {"embedded": False, "endpoint": cfg["s3.endpoint"],
-                                     "bucket": cfg.get("s3.bucket", "reassign-bench")}
-        return
+            out["s3.credentials.file"] = path
+        return ServiceHandle(None, {"embedded": False, "endpoint": cfg["s3.endpoint"],
+                                    "bucket": cfg.get("s3.bucket", "reassign-bench")}, out)
     creds = _read_credentials(path) or ("ak" + secrets.token_hex(8), secrets.token_urlsafe(24))
     _write_credentials(path, *creds)
-    srv = SeaweedServer(os.path.join(cluster.dir, "objstore"), host=HOST, s3_port=info.get("port"),
+    srv = SeaweedServer(os.path.join(ctx.dir, "objstore"), host=ctx.host, s3_port=info.get("port"),
                         access_key=creds[0], secret_key=creds[1],
-                        log_path=os.path.join(cluster.logs_dir, "objstore.log"))
-    srv.start(timeout=min(timeout, 60))
-    cluster._seaweed = srv
-    cfg["s3.endpoint"] = srv.endpoint
-    cfg["s3.credentials.file"] = path
-    with ObjectStore(s3_config(cfg)) as st:
-        st.ensure_bucket()
-    cluster.object_store = Proc(0, HOST, srv.s3_port, srv.pid, str(srv.log_path), [])
-    cluster.object_store_info = {"embedded": True, "endpoint": srv.endpoint, "port": srv.s3_port, "pid": srv.pid,
-                                 "bucket": cfg.get("s3.bucket", "reassign-bench"),
-                                 "data_dir": str(srv.data_dir), "credentials_file": path}
-
-
-def stop_object_store(cluster) -> None:
-    srv = getattr(cluster, "_seaweed", None)
-    if srv is not None:
+                        log_path=os.path.join(ctx.logs_dir, "objstore.log"))
+    srv.start(timeout=min(ctx.timeout, 60))
+    out = {"s3.endpoint": srv.endpoint, "s3.credentials.file": path}
+    try:
+        with ObjectStore(s3_config({**cfg, **out})) as st:
+            st.ensure_bucket()
+    except BaseException:
         srv.stop()
-        cluster._seaweed = None
-        return
-    p = getattr(cluster, "object_store", None)
-    if p is not None:
-        from bench.cluster import _signal_and_wait
-        _signal_and_wait(p.pid, cluster.dir, 10.0)
+        raise
+    proc = Proc(0, ctx.host, srv.s3_port, srv.pid, str(srv.log_path), [])
+    return ServiceHandle(proc, {"embedded": True, "endpoint": srv.endpoint, "port": srv.s3_port, "pid": srv.pid,
+                                "bucket": cfg.get("s3.bucket", "reassign-bench"),
+                                "data_dir": str(srv.data_dir), "credentials_file": path},
+                         out, stop=srv.stop)

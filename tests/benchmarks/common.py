@@ -7,7 +7,7 @@ import time
 
 from confluent_kafka import Producer
 
-from bench.reassign import execute, verify
+from bench.cli.reassign import execute, verify
 from systems.core.events import read_events
 from tests.clients import admin, wait_for
 

@@ -43,7 +43,7 @@ class RssSampler:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from bench.cluster import Cluster
+    from bench.run.cluster import Cluster
     c = Cluster("replication", 1, str(tmp_path_factory.mktemp("tput") / "cluster"), {})
     c.start()
     try:

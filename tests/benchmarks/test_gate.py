@@ -9,7 +9,7 @@ median:
             finished, so its ratio to B/T is the throttle efficiency         -> ratio in extra_info
 - shared:   a shared-storage move of a partition of fixed size under a light idempotent load;
             request -> target serving (its open event)                       -> move_seconds
-- aggregate: Spark aggregation of a synthetic sweep (bench/aggregate.py), session kept warm
+- aggregate: Spark aggregation of a synthetic sweep (bench/analysis/aggregate.py), session kept warm
                                                                               -> rows/s
 
 Parameter ids carry the set: `quick` (CI, a few minutes) and `full` (adds larger sizes and the
@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka import TopicPartition as KTP
 from kafka.admin import NewTopic
 
-from bench.cluster import Cluster
+from bench.run.cluster import Cluster
 from systems.core.events import read_events
 from tests.benchmarks.common import MSG, fill, timed_move
 from tests.clients import admin, create_topics, wait_for
@@ -170,7 +170,7 @@ def test_gate_shared_move(benchmark, shared3, size):
 
 @pytest.mark.parametrize("scale", [pytest.param(1, id="full")])
 def test_gate_aggregate(benchmark, tmp_path, scale):
-    from bench import aggregate as agg, synthetic
+    from bench.analysis import aggregate as agg, synthetic
     runs = synthetic.write_sweep(tmp_path / "runs", rate=400.0 * scale, duration_s=30.0)
     rows = 0
     import pyarrow.parquet as pq

@@ -22,7 +22,7 @@ MiB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from bench.cluster import Cluster
+    from bench.run.cluster import Cluster
     c = Cluster("replication", 2, str(tmp_path_factory.mktemp("repl") / "cluster"), {})
     c.start()
     try:

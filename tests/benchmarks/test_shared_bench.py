@@ -18,7 +18,7 @@ import pytest
 from kafka import TopicPartition as KTP
 from kafka.admin import NewTopic
 
-from bench.cluster import Cluster
+from bench.run.cluster import Cluster
 from systems.core.events import read_events
 from tests.shared_harness import LoadProducer, move_timeline, prefill
 from tests.clients import admin, create_topics, wait_for

@@ -27,7 +27,7 @@ import time
 
 import psutil
 
-from bench.cluster import Cluster
+from bench.run.cluster import Cluster
 
 MiB = 1 << 20
 

@@ -37,9 +37,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from bench.checkers import COUNTER_INTER_BROKER, COUNTER_OBJSTORE, HistoryView, check_all
-from bench.history import EVENT_ACTION_START, EVENT_COUNTER, EVENT_MOVE_PHASE, read_history
-from bench.scenario import Scenario, parse_scenario
+from bench.check import HistoryView, check_all
+from bench.history.names import (
+    COUNTER_INTER_BROKER,
+    COUNTER_OBJSTORE,
+    EVENT_ACTION_START,
+    EVENT_COUNTER,
+    EVENT_CPU_SAMPLE,
+    EVENT_LOAD_FINISHED,
+    EVENT_MOVE_PHASE,
+    EVENT_PREFILL,
+    EVENT_RUN_END,
+    EVENT_RUN_START,
+    EVENT_VERIFY,
+)
+from bench.history.store import read_history
+from bench.run.scenario import Scenario, parse_scenario
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -96,7 +109,7 @@ def _acked_bytes_before(table: pa.Table, topic: str, partition: int, ts: float) 
 
 def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
     prefill = {(e.detail.get("topic"), e.detail.get("partition")): int(e.detail.get("bytes") or 0)
-               for e in _events(v, "prefill")}
+               for e in _events(v, EVENT_PREFILL)}
     starts = {e.detail.get("action_id"): e.detail for e in _events(v, EVENT_ACTION_START)}
     # Per (action, partition): counters and phases named by partition.
     ctr: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -161,7 +174,7 @@ def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str,
     pct = ({"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)),
             "p999": float(np.percentile(lat, 99.9)), "max": float(lat.max())} if lat.size else
            {"p50": None, "p99": None, "p999": None, "max": None})
-    fin = _first_detail(v, "load_finished")
+    fin = _first_detail(v, EVENT_LOAD_FINISHED)
     return {
         "sent": int(sends.num_rows), "acked": out_counts["ok"], "failed": out_counts["fail"],
         "info": out_counts["info"],
@@ -198,7 +211,7 @@ def _cpu(v: HistoryView) -> dict[str, Any]:
     """Mean CPU % (100 = one core) per process over the ``cpu_sample`` events of the load;
     ``_machine`` is the whole machine (100 = all cores)."""
     acc: dict[str, list[float]] = defaultdict(list)
-    for e in _events(v, "cpu_sample"):
+    for e in _events(v, EVENT_CPU_SAMPLE):
         for k, x in e.detail.items():
             if isinstance(x, (int, float)):
                 acc[k].append(float(x))
@@ -208,9 +221,9 @@ def _cpu(v: HistoryView) -> dict[str, Any]:
 def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
     v = HistoryView(table, scenario)
     checks = check_all(v, scenario)
-    start = _first_detail(v, "run_start")
-    end = _first_detail(v, "run_end")
-    verify = [e.detail for e in _events(v, "verify")]
+    start = _first_detail(v, EVENT_RUN_START)
+    end = _first_detail(v, EVENT_RUN_END)
+    verify = [e.detail for e in _events(v, EVENT_VERIFY)]
     summary = {
         "run_id": start.get("run_id"),
         "scenario": start.get("scenario", scenario.name if scenario else None),

@@ -2,7 +2,7 @@
 
 Finds every run directory (one holding ``summary.json``) under the given roots, reads all their
 Parquet histories in one Spark job and recomputes, from raw rows, the per-run figures the checkers
-define (bench/checkers.py): ``move_seconds``, ``unavailable_seconds``, produce latency quantiles
+define (bench/check/): ``move_seconds``, ``unavailable_seconds``, produce latency quantiles
 before / during / after each action (from raw samples; pooled per configuration, never averaged),
 error counts; plus a produce timeline for the report. ``bytes_moved`` and move phases come from
 the (few) event rows, which are the only rows brought to the driver; action windows are rebuilt
@@ -33,16 +33,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench import model as mdl
-from bench.checkers import (
-    UNAVAILABLE_POST_S,
-    UNAVAILABLE_PRE_S,
-    HistoryView,
-    check_bytes_moved,
-    move_markers,
-)
-from bench.history import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE, SCHEMA
-from bench.scenario import MOVE_ACTIONS
+from bench.analysis import model as mdl
+from bench.check.moves import check_bytes_moved, move_markers
+from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
+from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
+from bench.history.store import SCHEMA
+from bench.run.scenario import MOVE_ACTIONS
 
 DEFAULT_OUT = Path("results/aggregate")
 APPROX_ACCURACY = 100_000
@@ -59,7 +55,7 @@ class AggregateError(Exception):
 
 
 # --------------------------------------------------------------------------------------------
-# Output tables: name -> ordered (column, type). The contract with bench/report.py.
+# Output tables: name -> ordered (column, type). The contract with bench/analysis/report.py.
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
@@ -262,7 +258,7 @@ def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], l
 def _load_scenario(path: Path, warnings: list[str]) -> Any:
     if not path.is_file():
         return None
-    from bench.scenario import ScenarioError, load_scenario
+    from bench.run.scenario import ScenarioError, load_scenario
 
     try:
         return load_scenario(path)
@@ -274,7 +270,7 @@ def _load_scenario(path: Path, warnings: list[str]) -> Any:
 def _fmt_b(v: Any) -> str:
     if v is None:
         return "none"
-    from bench.scenario import format_bytes
+    from bench.run.scenario import format_bytes
 
     try:
         return format_bytes(int(v))

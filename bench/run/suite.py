@@ -1,7 +1,6 @@
 """``python -m bench suite default`` (what ``make bench`` runs): both systems, ``reassign-one`` at
 two partition sizes (8 MiB and 32 MiB, replication throttle 4 MiB/s) and ``broker-loss``; then a
-comparison table. The shared-storage system is skipped, with a message, when
-``systems/shared/backend.py`` does not exist yet. Runs land in the usual places
+comparison table. Runs land in the usual places
 (``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
 ``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
 """
@@ -12,10 +11,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import runner
-from bench.summary import comparison_rows, print_comparison
-
-SHARED_BACKEND = runner.ROOT / "systems" / "shared" / "backend.py"
+from bench.run import runner
+from bench.run.scenario import load_scenario
+from systems.registry import NAMES
+from bench.check.summary import comparison_rows, print_comparison
 
 SUITES = {
     # (scenario, overrides); the system axis is set from the available systems.
@@ -26,27 +25,17 @@ SUITES = {
 }
 
 
-def available_systems(requested: list[str], console: Console) -> list[str]:
-    out = []
-    for s in requested:
-        if s == "shared" and not SHARED_BACKEND.exists():
-            console.print("[yellow]skipping the shared-storage system: systems/shared/backend.py does not "
-                          "exist yet in this tree[/yellow]")
-            continue
-        out.append(s)
-    return out
-
-
-def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, systems: str = "replication,shared",
+def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, systems: str = ",".join(NAMES),
               progress: bool = True) -> int:
     console = Console(stderr=True)
-    chosen = available_systems([s.strip() for s in systems.split(",") if s.strip()], console)
-    if not chosen:
-        console.print("[red]no system to run[/red]")
+    chosen = [s.strip() for s in systems.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in NAMES]
+    if unknown or not chosen:
+        console.print(f"[red]--systems: unknown system(s) {unknown or chosen} (systems: {', '.join(NAMES)})[/red]")
         return 2
     scenarios = []
     for ref, overrides in SUITES[name]:
-        sc = runner.load_scenario(runner.resolve_scenario(ref),
+        sc = load_scenario(runner.resolve_scenario(ref),
                                   [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]"])
         scenarios.append(sc)  # all validated before anything starts
     ts = runner.timestamp()

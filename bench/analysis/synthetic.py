@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.history import SCHEMA, HistoryWriter
+from bench.history.store import SCHEMA, HistoryWriter
 
 T_BASE = 1_800_000_000.0
 
@@ -179,7 +179,7 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
               use_writer: bool = True) -> Path:
     """Write one synthetic run directory. ``use_writer``: go through HistoryWriter (small runs);
     otherwise write the Parquet file directly (millions of rows)."""
-    from bench.checkers import check_all
+    from bench.check import check_all
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,11 @@ import argparse
 import json
 import sys
 
-from bench import reassign, run_cli, soak
-from bench.cluster import Cluster, ClusterError, _alive
+from bench.cli import reassign, soak
+from bench.cli import runs as run_cli
+from bench.run.cluster import Cluster, ClusterError
+from systems.core.process import alive
+from systems.registry import NAMES as SYSTEMS
 
 
 def _kv(items: list[str]) -> dict:
@@ -39,7 +42,7 @@ def cmd_cluster(args) -> int:
         print(f"  controller  {ctl.host}:{ctl.port}  pid {ctl.pid}  {'up' if st['processes']['controller'] else 'DOWN'}")
         if c.object_store is not None:
             o = c.object_store
-            up = _alive(o.pid, c.dir) if o.pid else True
+            up = alive(o.pid, c.dir) if o.pid else True
             print(f"  object store {o.host}:{o.port}  pid {o.pid}  {'up' if up else 'DOWN'}")
         for bid, p in sorted(c.brokers.items()):
             up = st["processes"][f"broker-{bid}"]
@@ -54,8 +57,8 @@ def cmd_cluster(args) -> int:
 
 
 def cmd_aggregate(args) -> int:
-    """Spark aggregation of run directories (bench/aggregate.py)."""
-    from bench.aggregate import AggregateError, aggregate
+    """Spark aggregation of run directories (bench/analysis/aggregate.py)."""
+    from bench.analysis.aggregate import AggregateError, aggregate
 
     roots = args.results or ["results"]
     try:
@@ -72,8 +75,8 @@ def cmd_aggregate(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """HTML + Markdown report from the aggregate tables (bench/report.py)."""
-    from bench.report import ReportError, build_report
+    """HTML + Markdown report from the aggregate tables (bench/analysis/report.py)."""
+    from bench.analysis.report import ReportError, build_report
 
     try:
         out = build_report(args.aggregate, args.out)
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("cluster", help="start, inspect or stop a cluster")
     cl.add_argument("action", choices=["start", "status", "stop"])
     cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs")
-    cl.add_argument("--system", default="replication", help="replication | shared")
+    cl.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help="the system under test")
     cl.add_argument("--brokers", type=int, default=3)
     cl.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker/controller setting")
     cl.add_argument("--timeout", type=float, default=60.0)

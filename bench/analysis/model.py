@@ -1,6 +1,6 @@
 """Move-time models, held-out validation and the TB-scale projection.
 
-Pure Python + numpy: no Spark, no files. The aggregation (:mod:`bench.aggregate`) feeds it one
+Pure Python + numpy: no Spark, no files. The aggregation (:mod:`bench.analysis.aggregate`) feeds it one
 :class:`MovePoint` per measured partition move and writes what it returns as tables.
 
 Models (one per system, ordinary least squares, constants reported with their standard errors):

@@ -1,18 +1,18 @@
 """The harness runner: one scenario (or each run of its matrix) end to end.
 
 For each run: start a cluster, create the topics with a fixed placement, prefill, start the Locust
-load process (``bench/load.py``), execute the actions at their ``at_s`` (seconds after the load
+load process (``bench/run/load.py``), execute the actions at their ``at_s`` (seconds after the load
 started) while a metadata poller records leader changes as a client sees them, stop the load
 (drain acks), read every partition back with a verifying consumer, stop the cluster, translate
-the cluster's event journals (``bench/journal.py``), write the history and run the checkers.
+the cluster's event journals (``bench/history/journal.py``), write the history and run the checkers.
 
 Run layout (the aggregation depends on it)::
 
     results/<scenario>/<timestamp>/             one run (no matrix, or a matrix of one)
     results/<scenario>/<timestamp>/<run_id>/    one directory per run of a matrix
         scenario.yaml       the resolved scenario of this run (matrix expanded)
-        history.parquet     the run's history (bench/history.py), sorted by ts
-        summary.json        bench/summary.py: run info, params, checks, moves, producer
+        history.parquet     the run's history (bench/history/store.py), sorted by ts
+        summary.json        bench/check/summary.py: run info, params, checks, moves, producer
         logs/               every process's log: controller.log, broker-N.log, object store,
                             load.log (Locust process stderr), load.jsonl (its progress lines),
                             load-spec.json (what it was asked to do), harness.log
@@ -45,35 +45,42 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import psutil
 
-from bench import summary as summary_mod
-from bench.cluster import Cluster
-from bench.history import (
-    EVENT_ACTION_END,
-    EVENT_ACTION_START,
-    EVENT_LEADER_CHANGE,
-    HistoryWriter,
-    event_row,
-    read_history,
+from bench.check import summary as summary_mod
+from bench.history.journal import MoveWindows, translate_all
+from bench.history.names import (
+    EVENT_CLUSTER_STARTED,
+    EVENT_HARNESS_ERROR,
+    EVENT_JOURNAL_TRANSLATED,
+    EVENT_LOAD_FINISHED,
+    EVENT_LOAD_STARTED,
+    EVENT_PREFILL,
+    EVENT_RUN_END,
+    EVENT_RUN_ERROR,
+    EVENT_RUN_START,
+    EVENT_TOPICS_CREATED,
+    EVENT_VERIFY,
 )
-from bench.journal import MoveWindows, translate_all
-from bench.load import prefill, verify
-from bench.scenario import Action, Scenario, ScenarioError, expand, load_scenario
+from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
+from bench.run import observe
+from bench.run.cluster import Cluster
+from bench.run.load import prefill, verify
+from bench.run.progress import Progress
+from bench.run.scenario import Scenario, ScenarioError, _split_path, expand
+from bench.run.state import RunState
+from bench.run.timeline import MOVE_GRACE_S, run_timeline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_DIR = ROOT / "workloads" / "scenarios"
 DEFAULT_RESULTS = ROOT / "results"
 
-POLL_INTERVAL_S = 0.1  # client-side metadata poller
-MOVE_GRACE_S = 30.0  # a move still running when the load ends gets this long to finish
 DRAIN_S = 20.0  # load process: wait this long for outstanding acks after the load
 
-log = logging.getLogger("bench.runner")
+log = logging.getLogger("bench.run.runner")
 
 
 class RunError(RuntimeError):
@@ -107,27 +114,14 @@ def resolve_scenario(ref: str) -> Path:
 
 
 def broker_config(sc: Scenario) -> dict[str, str]:
-    """Kafka-named broker settings for the scenario's system section."""
-    s = sc.system
-    cfg: dict[str, str] = {}
-    if s.kind == "replication":
-        if s.replication_throttle_bytes_per_s:
-            cfg["leader.replication.throttled.rate"] = str(s.replication_throttle_bytes_per_s)
-            cfg["follower.replication.throttled.rate"] = str(s.replication_throttle_bytes_per_s)
-    else:
-        if s.objstore_bandwidth_bytes_per_s:
-            cfg["s3.bandwidth.bytes.per.s"] = str(s.objstore_bandwidth_bytes_per_s)
-        cfg["wal.batch.interval.ms"] = str(int(s.wal_batch_interval_ms))
-        cfg["wal.upload.threshold.bytes"] = str(s.wal_upload_threshold_bytes)
-    cfg.update(s.extra)
+    """Kafka-named broker settings for the scenario's system section (the profile translates)."""
+    cfg = sc.profile.broker_settings(sc.system.model_dump())
+    cfg.update(sc.system.extra)
     return cfg
 
 
 def topic_configs(sc: Scenario) -> dict[str, str]:
-    if sc.system.kind == "replication" and sc.system.replication_throttle_bytes_per_s:
-        # Kafka applies the throttle rate only to the replicas these configs name.
-        return {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
-    return {}
+    return sc.profile.topic_configs(sc.system.model_dump())
 
 
 def placement(sc: Scenario) -> dict[str, dict[int, list[int]]]:
@@ -161,8 +155,6 @@ def git_commit() -> str | None:
 
 
 def _get_path(data: Any, path: str) -> Any:
-    from bench.scenario import _split_path
-
     node = data
     for part in _split_path(path):
         node = node[int(part)] if isinstance(node, list) else node[part]
@@ -171,37 +163,6 @@ def _get_path(data: Any, path: str) -> Any:
 
 def timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-# --------------------------------------------------------------------------------------------
-# Live state shared by the runner's threads (and the progress display)
-
-
-@dataclass
-class ActionState:
-    action_id: int
-    kind: str
-    at_s: float
-    status: str = "pending"  # pending | running | done | failed | timed out
-    detail: str = ""
-    started: float | None = None
-    ended: float | None = None
-
-
-class RunState:
-    def __init__(self, run_id: str, sc: Scenario) -> None:
-        self.run_id = run_id
-        self.sc = sc
-        self.phase = "starting"
-        self.lock = threading.Lock()
-        self.metadata: dict[tuple[str, int], dict[str, Any]] = {}
-        self.metadata_ts = 0.0
-        self.load: dict[str, Any] = {}
-        self.load_started: float | None = None
-        self.load_finished: dict[str, Any] | None = None
-        self.actions = [ActionState(i, a.kind, a.at_s) for i, a in enumerate(sc.actions)]
-        self.verify: dict[str, Any] = {}
-        self.stop = threading.Event()  # set on failure / Ctrl-C: every thread winds down
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,7 +187,7 @@ class Run:
         self.load_proc: subprocess.Popen | None = None
         self.history: HistoryWriter | None = None
         self.threads: list[threading.Thread] = []
-        self.admin = None
+        self._admin_client = None
         self._hist_lock = threading.Lock()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -240,14 +201,14 @@ class Run:
         self.history.append(event_row(name, time.time() if ts is None else ts, detail, topic=topic,
                                       partition=partition))
 
-    def _thread(self, target: Callable, name: str, *args: Any) -> threading.Thread:
+    def thread(self, target: Callable, name: str, *args: Any) -> threading.Thread:
         def body() -> None:
             try:
                 target(*args)
             except Exception as exc:  # recorded, never silent
                 log.exception("thread %s failed", name)
                 try:
-                    self.event("harness_error", {"thread": name, "error": f"{type(exc).__name__}: {exc}"})
+                    self.event(EVENT_HARNESS_ERROR, {"thread": name, "error": f"{type(exc).__name__}: {exc}"})
                 except Exception:
                     pass
 
@@ -256,7 +217,7 @@ class Run:
         self.threads.append(t)
         return t
 
-    def _sleep_until(self, t: float) -> bool:
+    def sleep_until(self, t: float) -> bool:
         """Sleep until wall time t; False if the run is stopping."""
         while not self.state.stop.is_set():
             left = t - time.time()
@@ -279,7 +240,7 @@ class Run:
         self.history = HistoryWriter(self.dir / ".history-runner.parquet", flush_interval_s=2.0)
         started = time.time()
         params = summary_mod.params_of(sc, self.matrix)
-        self.event("run_start", {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
+        self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
                                  "git_commit": git_commit(), "machine": machine_info(), "params": params,
                                  "matrix": self.matrix}, ts=started)
@@ -290,14 +251,14 @@ class Run:
             error = exc
             self.state.stop.set()
             try:
-                self.event("run_error", {"error": f"{type(exc).__name__}: {exc}"})
+                self.event(EVENT_RUN_ERROR, {"error": f"{type(exc).__name__}: {exc}"})
             except Exception:
                 pass
         finally:
             self.state.stop.set()
             self._teardown()
         finished = time.time()
-        self.event("run_end", {"finished_at": _dt.datetime.fromtimestamp(finished, _dt.timezone.utc).isoformat(),
+        self.event(EVENT_RUN_END, {"finished_at": _dt.datetime.fromtimestamp(finished, _dt.timezone.utc).isoformat(),
                                "duration_s": round(finished - started, 3),
                                "completed": error is None,
                                "error": None if error is None else f"{type(error).__name__}: {error}"},
@@ -319,7 +280,7 @@ class Run:
         self.cluster_tmp = Path(tempfile.mkdtemp(prefix="rb-", dir=os.environ.get("BENCH_CLUSTER_TMP")))
         self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc))
         self.cluster.start(timeout=self.start_timeout_s)
-        self.event("cluster_started", {"bootstrap": self.cluster.bootstrap, "config": self.cluster.config,
+        self.event(EVENT_CLUSTER_STARTED, {"bootstrap": self.cluster.bootstrap, "config": self.cluster.config,
                                        "brokers": sorted(self.cluster.brokers)})
         self._create_topics()
         self._start_poller()
@@ -331,14 +292,14 @@ class Run:
             t0 = time.time()
             res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition)
             for (t, p), r in res.items():
-                self.event("prefill", {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
+                self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
                            topic=t, partition=p)
         st.phase = "load"
         self._notify()
         self._start_load()
         t_zero = st.load_started
-        self._thread(self._timeline, "timeline", t_zero)
-        self._thread(self._cpu_sampler, "cpu", t_zero + sc.workload.duration_s)
+        self.thread(run_timeline, "timeline", self, t_zero)
+        self.thread(observe.sample_cpu, "cpu", self, t_zero + sc.workload.duration_s)
         load_end = t_zero + sc.workload.duration_s
         # Wait for the load process: duration + drain + slack.
         deadline = load_end + DRAIN_S + 30
@@ -362,20 +323,20 @@ class Run:
         tps = sc.partitions()
         res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=120.0, group=f"verify-{self.run_id}"[:200])
         for (t, p), r in res.items():
-            self.event("verify", {"topic": t, "partition": p, **r}, topic=t, partition=p)
+            self.event(EVENT_VERIFY, {"topic": t, "partition": p, **r}, topic=t, partition=p)
         st.verify = {f"{t}-{p}": r for (t, p), r in res.items()}
         st.phase = "stopping"
         self._notify()
 
     # -- cluster setup -----------------------------------------------------------------------
 
-    def _admin(self):
-        if self.admin is None:
+    def admin(self):
+        if self._admin_client is None:
             from kafka.admin import KafkaAdminClient
 
-            self.admin = KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap, request_timeout_ms=15000,
+            self._admin_client = KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap, request_timeout_ms=15000,
                                           client_id="bench-runner")
-        return self.admin
+        return self._admin_client
 
     def _create_topics(self) -> None:
         from kafka.admin import NewTopic
@@ -384,12 +345,12 @@ class Run:
         cfg = topic_configs(self.sc)
         topics = [NewTopic(t.name, -1, -1, replica_assignments=plan[t.name], topic_configs=cfg)
                   for t in self.sc.workload.topics]
-        res = self._admin().create_topics(topics, raise_errors=False)
+        res = self.admin().create_topics(topics, raise_errors=False)
         errs = [t for t in res.to_object()["topics"] if t["error_code"]] if hasattr(res, "to_object") else \
             [t for t in res["topics"] if t["error_code"]]
         if errs:
             raise RunError(f"create topics failed: {errs}")
-        self.event("topics_created", {"placement": {t: {str(p): r for p, r in v.items()} for t, v in plan.items()},
+        self.event(EVENT_TOPICS_CREATED, {"placement": {t: {str(p): r for p, r in v.items()} for t, v in plan.items()},
                                       "configs": cfg})
 
     def _wait_leaders(self, timeout: float) -> None:
@@ -411,78 +372,7 @@ class Run:
         client = AdminClient({"bootstrap.servers": self.cluster.bootstrap, "client.id": "bench-poller",
                               "socket.timeout.ms": 2000})
         topics = [t.name for t in self.sc.workload.topics]
-        self._thread(self._poll_loop, "poller", client, topics)
-
-    def _poll_loop(self, client, topics: list[str]) -> None:
-        """Every 100 ms: leader / replicas / ISR of every partition as a client sees them; a
-        change of leader becomes a ``leader_change`` event (source "client")."""
-        last: dict[tuple[str, int], int] = {}
-        while not self.state.stop.is_set():
-            t0 = time.time()
-            try:
-                md = client.list_topics(timeout=2)
-            except Exception as exc:  # a broker down: keep trying
-                log.debug("metadata poll failed: %s", exc)
-                self.state.stop.wait(POLL_INTERVAL_S)
-                continue
-            ts = time.time()
-            snap = {}
-            for name in topics:
-                tmd = md.topics.get(name)
-                if tmd is None or tmd.error is not None and not tmd.partitions:
-                    continue
-                for p, pm in tmd.partitions.items():
-                    snap[(name, p)] = {"leader": pm.leader, "replicas": list(pm.replicas), "isr": list(pm.isrs)}
-            with self.state.lock:
-                self.state.metadata.update(snap)
-                self.state.metadata_ts = ts
-            rows = []
-            for tp, m in sorted(snap.items()):
-                if last.get(tp) != m["leader"]:
-                    d = {"topic": tp[0], "partition": tp[1], "leader": m["leader"], "replicas": m["replicas"],
-                         "isr": m["isr"], "source": "client", "previous": last.get(tp)}
-                    aid = self.windows.action_for(tp, ts)
-                    if aid is not None:
-                        d["action_id"] = aid
-                    rows.append(event_row(EVENT_LEADER_CHANGE, ts, d, topic=tp[0], partition=tp[1]))
-                    last[tp] = m["leader"]
-            if rows:
-                self.history.extend(rows)
-            self.state.stop.wait(max(0.0, POLL_INTERVAL_S - (time.time() - t0)))
-
-    def _cpu_sampler(self, until: float) -> None:
-        """Every second during the load: CPU % (of one core) of the load process, the harness
-        itself and every cluster process, as ``cpu_sample`` events (what limits throughput)."""
-        procs: dict[str, psutil.Process] = {}
-
-        def track(name: str, pid: int | None) -> None:
-            if pid and name not in procs:
-                try:
-                    procs[name] = psutil.Process(pid)
-                    procs[name].cpu_percent(None)
-                except psutil.Error:
-                    pass
-
-        while time.time() < until and not self.state.stop.is_set():
-            track("load", self.load_proc.pid if self.load_proc else None)
-            track("harness", os.getpid())
-            if self.cluster is not None:
-                track("controller", self.cluster.controller.pid if self.cluster.controller else None)
-                for bid, p in list(self.cluster.brokers.items()):
-                    if f"broker-{bid}" in procs and procs[f"broker-{bid}"].pid != p.pid:
-                        del procs[f"broker-{bid}"]  # restarted
-                    track(f"broker-{bid}", p.pid)
-                for p in self.cluster.extra_processes():
-                    track(f"extra-{p.id}", p.pid)
-            self.state.stop.wait(1.0)
-            sample = {}
-            for name, pr in list(procs.items()):
-                try:
-                    sample[name] = round(pr.cpu_percent(None), 1)
-                except psutil.Error:
-                    procs.pop(name, None)
-            sample["_machine"] = round(psutil.cpu_percent(None), 1)
-            self.event("cpu_sample", sample)
+        self.thread(observe.poll_metadata, "poller", self, client, topics)
 
     # -- load process ------------------------------------------------------------------------
 
@@ -502,13 +392,13 @@ class Run:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         err = open(self.logs / "load.log", "ab")
         try:
-            self.load_proc = subprocess.Popen([sys.executable, "-m", "bench.load", str(spec_path)], cwd=ROOT,
+            self.load_proc = subprocess.Popen([sys.executable, "-m", "bench.run.load", str(spec_path)], cwd=ROOT,
                                               stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                               env=env, start_new_session=True)
         finally:
             err.close()
         started = threading.Event()
-        self._thread(self._read_load, "load-reader", started)
+        self.thread(self._read_load, "load-reader", started)
         deadline = time.time() + 60
         while not started.is_set():
             if self.load_proc.poll() is not None:
@@ -532,162 +422,14 @@ class Run:
                 ev = msg.get("event")
                 if ev == "started":
                     self.state.load_started = float(msg["ts"])
-                    self.event("load_started", {"pid": self.load_proc.pid, "spec": self.load_spec()},
+                    self.event(EVENT_LOAD_STARTED, {"pid": self.load_proc.pid, "spec": self.load_spec()},
                                ts=float(msg["ts"]))
                     started.set()
                 elif ev == "progress":
                     self.state.load = msg
                 elif ev == "finished":
                     self.state.load_finished = msg
-                    self.event("load_finished", msg, ts=float(msg["ts"]))
-
-    # -- actions -----------------------------------------------------------------------------
-
-    def _timeline(self, t_zero: float) -> None:
-        for i, a in enumerate(self.sc.actions):
-            if not self._sleep_until(t_zero + a.at_s):
-                return
-            st = self.state.actions[i]
-            st.status, st.started = "running", time.time()
-            try:
-                self._do_action(i, a, t_zero)
-            except Exception as exc:
-                log.exception("action %d (%s) failed", i, a.kind)
-                st.status, st.detail, st.ended = "failed", f"{type(exc).__name__}: {exc}", time.time()
-                self.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": False,
-                                              "error": st.detail})
-
-    def _partitions_on(self, broker: int) -> list[tuple[str, int]]:
-        with self.state.lock:
-            md = dict(self.state.metadata)
-        return sorted(tp for tp, m in md.items() if broker in m["replicas"] or m["leader"] == broker)
-
-    def _do_action(self, i: int, a: Action, t_zero: float) -> None:
-        st = self.state.actions[i]
-        base = {"action_id": i, "action": a.kind, "at_s": a.at_s}
-        if a.kind == "kill_broker":
-            tps = self._partitions_on(a.broker)
-            self.event(EVENT_ACTION_START, {**base, "broker": a.broker,
-                                            "partitions": [{"topic": t, "partition": p} for t, p in tps]})
-            self.cluster.kill_broker(a.broker)
-            st.status, st.ended, st.detail = "done", time.time(), f"broker {a.broker} killed"
-            self.event(EVENT_ACTION_END, {**base, "ok": True, "broker": a.broker})
-            return
-        if a.kind == "restart_broker":
-            self.event(EVENT_ACTION_START, {**base, "broker": a.broker})
-            self.cluster.restart_broker(a.broker, timeout=60)
-            st.status, st.ended, st.detail = "done", time.time(), f"broker {a.broker} serving"
-            self.event(EVENT_ACTION_END, {**base, "ok": True, "broker": a.broker})
-            return
-        # Moves.
-        if a.kind == "add_broker_and_rebalance":
-            new = self.sc.added_broker_ids()[i]
-            t0 = time.time()
-            self.event(EVENT_ACTION_START + "_broker", {**base, "broker": new})
-            self.cluster.start_broker(new, timeout=60)
-            self.event(EVENT_ACTION_END + "_broker", {**base, "broker": new, "seconds": time.time() - t0})
-            plan = self._rebalance_plan(new)
-        elif a.kind == "drain_broker":
-            plan = self._drain_plan(a.broker, a.to)
-        else:
-            plan = [(m.topic, m.partition, list(m.to)) for m in a.moves()]
-        with self.state.lock:
-            md = dict(self.state.metadata)
-        entries = [{"topic": t, "partition": p, "to": to, "from": md.get((t, p), {}).get("replicas")}
-                   for t, p, to in plan]
-        start = time.time()
-        self.windows.add(i, [(t, p) for t, p, _ in plan], start)
-        self.event(EVENT_ACTION_START, {**base, "partitions": entries, **(
-            {"topic": plan[0][0], "partition": plan[0][1], "to": plan[0][2]} if a.kind == "reassign" else {})},
-            ts=start)
-        if not plan:
-            st.status, st.ended, st.detail = "done", time.time(), "nothing to move"
-            self.event(EVENT_ACTION_END, {**base, "ok": True, "partitions": 0})
-            self.windows.end(i, time.time())
-            return
-        from kafka.structs import TopicPartition
-
-        res = self._admin().alter_partition_reassignments(
-            {TopicPartition(t, p): to for t, p, to in plan}, timeout_ms=30000)
-        errors = {f"{tp.topic}-{tp.partition}": (e.__name__ if isinstance(e, type) else str(e))
-                  for tp, e in res.items() if e is not None}
-        accepted = [(t, p, to) for t, p, to in plan if f"{t}-{p}" not in errors]
-        self.event("reassign_requested", {**base, "accepted": len(accepted), "errors": errors,
-                                          "request_seconds": time.time() - start})
-        if not accepted:
-            st.status, st.ended, st.detail = "failed", time.time(), f"rejected: {errors}"
-            self.event(EVENT_ACTION_END, {**base, "ok": False, "errors": errors})
-            self.windows.end(i, time.time())
-            return
-        st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "")
-        self._thread(self._watch_moves, f"watch-{i}", i, a, accepted, errors, t_zero)
-
-    def _watch_moves(self, i: int, a: Action, plan: list[tuple[str, int, list[int]]], errors: dict,
-                     t_zero: float) -> None:
-        """A move is done when the client sees the target replica set with a leader in it."""
-        st = self.state.actions[i]
-        deadline = t_zero + self.sc.workload.duration_s + MOVE_GRACE_S
-        pending = {(t, p): to for t, p, to in plan}
-        while pending and time.time() < deadline and not self.state.stop.is_set():
-            with self.state.lock:
-                md = dict(self.state.metadata)
-            for tp, to in list(pending.items()):
-                m = md.get(tp)
-                if m and set(m["replicas"]) == set(to) and m["leader"] in to:
-                    del pending[tp]
-                    self.event("move_observed", {"action_id": i, "topic": tp[0], "partition": tp[1],
-                                                 "leader": m["leader"], "replicas": m["replicas"]},
-                               topic=tp[0], partition=tp[1])
-            st.detail = f"{len(plan) - len(pending)}/{len(plan)} moved"
-            time.sleep(POLL_INTERVAL_S)
-        now = time.time()
-        self.windows.end(i, now)
-        ok = not pending and not errors
-        st.status = "done" if not pending else "timed out"
-        st.ended = now
-        self.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": ok, "completed": not pending,
-                                      "unfinished": [f"{t}-{p}" for t, p in pending], "errors": errors,
-                                      "seconds": now - (st.started or now)})
-
-    def _rebalance_plan(self, new: int) -> list[tuple[str, int, list[int]]]:
-        """Move replicas from the most loaded brokers to the new one until it holds its share
-        (total replicas // live brokers)."""
-        with self.state.lock:
-            md = dict(self.state.metadata)
-        load: dict[int, list[tuple[str, int]]] = {b: [] for b in self.cluster.brokers}
-        for tp, m in sorted(md.items()):
-            for r in m["replicas"]:
-                load.setdefault(r, []).append(tp)
-        total = sum(len(v) for v in load.values())
-        share = total // max(1, len(load))
-        plan: dict[tuple[str, int], list[int]] = {}
-        while len([tp for tp in plan if new in plan[tp]]) + len(load.get(new, [])) < share:
-            donor = max((b for b in load if b != new), key=lambda b: (len(load[b]), -b))
-            cands = [tp for tp in load[donor] if new not in plan.get(tp, md[tp]["replicas"])]
-            if not cands:
-                break
-            tp = cands[0]
-            cur = plan.get(tp, list(md[tp]["replicas"]))
-            plan[tp] = [new if r == donor else r for r in cur]
-            load[donor].remove(tp)
-        return [(t, p, to) for (t, p), to in sorted(plan.items())]
-
-    def _drain_plan(self, broker: int, to: list[int] | None) -> list[tuple[str, int, list[int]]]:
-        with self.state.lock:
-            md = dict(self.state.metadata)
-        targets = list(to) if to else sorted(b for b in self.cluster.brokers if b != broker)
-        load = {b: sum(1 for m in md.values() if b in m["replicas"]) for b in targets}
-        plan = []
-        for tp, m in sorted(md.items()):
-            if broker not in m["replicas"]:
-                continue
-            choices = [b for b in targets if b not in m["replicas"]]
-            if not choices:
-                continue
-            b = min(choices, key=lambda x: (load[x], x))
-            load[b] += 1
-            plan.append((tp[0], tp[1], [b if r == broker else r for r in m["replicas"]]))
-        return plan
+                    self.event(EVENT_LOAD_FINISHED, msg, ts=float(msg["ts"]))
 
     # -- teardown ----------------------------------------------------------------------------
 
@@ -720,9 +462,9 @@ class Run:
             log.exception("stopping the load process")
         for t in self.threads:
             t.join(timeout=5)
-        if self.admin is not None:
+        if self._admin_client is not None:
             try:
-                self.admin.close()
+                self._admin_client.close()
             except Exception:
                 pass
         if self.cluster is not None:
@@ -747,8 +489,8 @@ class Run:
         if not cdir.is_dir():
             return
         recs = read_events(str(cdir))
-        self.history.extend(translate_all(recs, self.windows))
-        self.event("journal_translated", {"records": len(recs), "move_windows": self.windows.to_list()})
+        self.history.extend(translate_all(recs, self.sc.profile.journal, self.windows))
+        self.event(EVENT_JOURNAL_TRANSLATED, {"records": len(recs), "move_windows": self.windows.to_list()})
         dest = self.dir / "cluster"
         dest.mkdir(exist_ok=True)
         for f in (cdir / "logs").glob("*"):
@@ -781,8 +523,6 @@ class Run:
                 continue
         table = pa.concat_tables(tables) if tables else None
         if table is None:
-            from bench.history import SCHEMA
-
             table = SCHEMA.empty_table()
         table = table.take(pc.sort_indices(table, sort_keys=[("ts", "ascending")]))
         tmp = self.dir / "history.parquet.tmp"
@@ -810,7 +550,7 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         raise RunError(f"{base} already exists")
     matrix_keys = list(scenario.matrix)
     out: list[tuple[Path, dict]] = []
-    ui = _Progress() if progress else None
+    ui = Progress() if progress else None
     if len(runs) > 1:
         base.mkdir(parents=True, exist_ok=True)
         (base / "runs.json").write_text(json.dumps({"scenario": scenario.name, "runs": [r for r, _ in runs]},
@@ -846,83 +586,3 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         if ui:
             ui.close()
     return out
-
-
-def run_file(ref: str, overrides: list[str] = (), **kw: Any) -> list[tuple[Path, dict]]:
-    sc = load_scenario(resolve_scenario(ref), overrides)
-    return run_scenario(sc, **kw)
-
-
-# --------------------------------------------------------------------------------------------
-# Live progress (rich)
-
-
-class _Progress:
-    def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.live = None
-        self.title = ""
-        self.sc: Scenario | None = None
-        self._last = 0.0
-
-    def begin(self, title: str, sc: Scenario) -> None:
-        from rich.live import Live
-
-        self.title, self.sc = title, sc
-        self.live = Live(self._render(None), console=self.console, refresh_per_second=4, transient=False)
-        self.live.start()
-
-    def _render(self, st: RunState | None):
-        from rich.table import Table
-
-        t = Table(title=self.title, show_header=False, expand=False)
-        t.add_column("k", style="bold")
-        t.add_column("v")
-        if st is None:
-            t.add_row("phase", "starting")
-            return t
-        t.add_row("system", f"{st.sc.system.kind}, {st.sc.system.brokers} broker(s)")
-        t.add_row("phase", st.phase)
-        ld = st.load
-        if st.load_started:
-            el = min(time.time() - st.load_started, st.sc.workload.duration_s)
-            t.add_row("load", f"{el:5.1f} / {st.sc.workload.duration_s:.0f} s")
-        if ld:
-            p99 = ld.get("p99_ms")
-            t.add_row("producer", f"sent {ld['sent']}  acked {ld['acked']}  failed {ld['failed']}  "
-                                  f"info {ld['info']}  {ld['rate']:.0f} msg/s (target {ld['target_rate']:.0f})  "
-                                  f"p99 {p99:.1f} ms" if p99 is not None else
-                                  f"sent {ld['sent']}  acked {ld['acked']}  {ld['rate']:.0f} msg/s")
-        for a in st.actions:
-            t.add_row(f"action {a.action_id}", f"t={a.at_s:g}s {a.kind}: {a.status} {a.detail}")
-        with st.lock:
-            md = dict(st.metadata)
-        leaders = " ".join(f"{t_}-{p}:{m['leader']}" for (t_, p), m in sorted(md.items())[:12])
-        if leaders:
-            t.add_row("leaders", leaders)
-        return t
-
-    def update(self, st: RunState) -> None:
-        now = time.time()
-        if self.live is not None and now - self._last >= 0.2:
-            self._last = now
-            self.live.update(self._render(st))
-
-    def end(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-    def print_result(self, run_dir: Path, summary: dict) -> None:
-        checks = summary.get("checks", {})
-        verdict = checks.get("valid")
-        color = {True: "green", False: "red"}.get(verdict, "yellow")
-        moves = ", ".join(f"{m['topic']}-{m['partition']} {m['move_seconds']:.2f}s" if isinstance(
-            m.get("move_seconds"), (int, float)) else f"{m['topic']}-{m['partition']} ?" for m in summary.get("moves", []))
-        self.console.print(f"[{color}]checks valid={verdict}[/{color}] failed={checks.get('failed')} "
-                           f"moves: {moves or '-'}  -> {run_dir}")
-
-    def close(self) -> None:
-        self.end()

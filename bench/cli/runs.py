@@ -3,7 +3,7 @@
     python -m bench run SCENARIO [--set key.path=value ...] [--results DIR] [--no-progress]
     python -m bench analyze RUN_DIR [--write] [--json]
     python -m bench list [--results DIR]
-    python -m bench suite default [--results DIR] [--systems replication,shared]
+    python -m bench suite default [--results DIR] [--systems NAME,...]
 
 SCENARIO is a YAML file or a built-in name (``python -m bench list`` shows them). ``run`` exits 1
 if any checker of any run *failed* (False); "unknown" verdicts are reported but do not fail the
@@ -18,7 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
-from bench.scenario import ScenarioError
+from bench.run.scenario import ScenarioError, expand, load_scenario
+from systems.registry import NAMES as SYSTEMS
 
 DEFAULT_SUITE = "default"
 
@@ -31,21 +32,21 @@ def _sigterm_as_interrupt() -> None:
 
 
 def cmd_run(args) -> int:
-    from bench import runner
+    from bench.run import runner
 
     sc_path = runner.resolve_scenario(args.scenario)
-    sc = runner.load_scenario(sc_path, args.set or [])  # validated before anything starts
+    sc = load_scenario(sc_path, args.set or [])  # validated before anything starts
     _sigterm_as_interrupt()
     results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
                                   keep_data=args.keep_data)
-    from bench.summary import print_comparison
+    from bench.check.summary import print_comparison
 
     print_comparison([(str(d), s) for d, s in results], title=f"{sc.name}")
     return 1 if any(s["checks"]["valid"] is False for _, s in results) else 0
 
 
 def cmd_analyze(args) -> int:
-    from bench.summary import analyze, dumps
+    from bench.check.summary import analyze, dumps
 
     run_dir = Path(args.run_dir)
     summary = analyze(run_dir)
@@ -77,7 +78,7 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from bench import runner
+    from bench.run import runner
 
     console = Console()
     t = Table(title="built-in scenarios (workloads/scenarios)")
@@ -86,8 +87,8 @@ def cmd_list(args) -> int:
     t.add_column("description")
     for name, path in runner.builtin_scenarios().items():
         try:
-            sc = runner.load_scenario(path)
-            n = len(runner.expand(sc))
+            sc = load_scenario(path)
+            n = len(expand(sc))
             t.add_row(name, str(n), sc.description)
         except ScenarioError as exc:
             t.add_row(name, "-", f"[red]invalid: {exc}[/red]")
@@ -111,7 +112,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_suite(args) -> int:
-    from bench.suite import run_suite
+    from bench.run.suite import run_suite
 
     _sigterm_as_interrupt()
     return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress)
@@ -141,14 +142,14 @@ def add_parsers(sub, default_results: str = "results") -> None:
                                      "broker-loss; prints the comparison table")
     s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=[DEFAULT_SUITE])
     s.add_argument("--results", default=default_results)
-    s.add_argument("--systems", default="replication,shared", help="comma-separated systems to include")
+    s.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated systems to include")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_suite)
 
 
 def handle_errors(exc: BaseException) -> int | None:
     """Exit code for errors of these commands (None: not ours)."""
-    from bench.runner import RunError
+    from bench.run.runner import RunError
 
     if isinstance(exc, ScenarioError):
         print(f"invalid scenario:\n{exc}", file=sys.stderr)

@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
-import psutil
 
+from systems.core import process
+from systems.core.process import Proc, ProcessError, alive
+from systems.core.profile import ServiceContext, ServiceHandle
 from systems.core.rpc import RpcError, RpcUnavailable, call_sync
+from systems.registry import UnknownSystem, profile
 
-SYSTEMS = ("replication", "shared")
 HOST = "127.0.0.1"
 
 
@@ -29,74 +29,13 @@ class ClusterError(Exception):
     """The cluster could not be started or reached; the message says why."""
 
 
-@dataclass
-class Proc:
-    id: int
-    host: str
-    port: int
-    pid: int
-    log: str
-    cmd: list[str] = field(default_factory=list)
-
-
-def _tail(path: str, n: int = 20) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
-def _alive(pid: int, marker: str) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE and marker in " ".join(p.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def _signal_and_wait(pid: int, marker: str, grace: float) -> None:
-    """SIGTERM, then SIGKILL after `grace` seconds; only if pid is still ours."""
-    if not _alive(pid, marker):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not _alive(pid, marker):
-            _reap(pid)
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(pid, marker):
-        time.sleep(0.05)
-    _reap(pid)
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
 class Cluster:
     def __init__(self, system: str, brokers: int, directory: str, config: dict | None = None,
                  controller_config: dict | None = None):
-        if system not in SYSTEMS:
-            raise ClusterError(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
-        if system == "shared":
-            try:
-                import systems.shared.backend  # noqa: F401
-            except ImportError:
-                raise ClusterError("the shared-storage system is not available yet in this build "
-                                   "(systems/shared/backend.py is missing)") from None
+        try:
+            self.profile = profile(system)
+        except UnknownSystem as e:
+            raise ClusterError(str(e)) from None
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         self.system = system
@@ -106,8 +45,9 @@ class Cluster:
         self.controller_config = dict(controller_config or {})
         self.controller: Proc | None = None
         self.brokers: dict[int, Proc] = {}
-        self.object_store: Proc | None = None  # --system shared: embedded S3 server
+        self.object_store: Proc | None = None  # the profile's object store, if it started one
         self.object_store_info: dict = {}
+        self._object_store_handle: ServiceHandle | None = None
 
     # -- paths ----------------------------------------------------------------
     @property
@@ -124,49 +64,25 @@ class Cluster:
 
     # -- process control --------------------------------------------------------
     def _spawn(self, name: str, args: list[str], port_file: str, timeout: float) -> tuple[int, int, str]:
-        os.makedirs(self.logs_dir, exist_ok=True)
         log_path = os.path.join(self.logs_dir, f"{name}.log")
-        if os.path.exists(port_file):
-            os.unlink(port_file)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        with open(log_path, "ab") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", *args], stdout=logf, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, cwd=self.dir, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(port_file):
-            if proc.poll() is not None:
-                raise ClusterError(f"{name} exited with code {proc.returncode} during start-up; "
-                                   f"last lines of {log_path}:\n{_tail(log_path)}")
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise ClusterError(f"{name} did not start listening within {timeout:.0f}s; "
-                                   f"last lines of {log_path}:\n{_tail(log_path)}")
-            time.sleep(0.05)
-        with open(port_file) as f:
-            port = int(f.read())
-        return proc.pid, port, log_path
+        try:
+            pid, port = process.spawn_module(args, log_path=log_path, cwd=self.dir, port_file=port_file,
+                                             timeout=timeout, name=name)
+        except ProcessError as e:
+            raise ClusterError(str(e)) from None
+        return pid, port, log_path
 
     def _controller_args(self, port: int = 0) -> list[str]:
         d = os.path.join(self.dir, "controller")
         args = ["systems.core.controller", "--dir", d, "--host", HOST, "--port", str(port),
                 "--port-file", os.path.join(self.dir, "run", "controller.port"),
                 "--config", json.dumps({**self.config, **self.controller_config})]
-        for ext in self._controller_extensions():
-            args += ["--extension", ext]
+        if self.profile.controller_extension:
+            args += ["--extension", self.profile.controller_extension]
         return args
 
-    def _controller_extensions(self) -> list[str]:
-        mod = f"systems.{self.system}.controller"
-        try:
-            __import__(mod)
-        except ImportError:
-            return []
-        return [mod]
-
     def _broker_args(self, bid: int, port: int = 0) -> list[str]:
-        return ["systems.core.broker", "--id", str(bid), "--system", self.system,
+        return ["systems.core.broker", "--id", str(bid), "--backend", self.profile.backend,
                 "--dir", os.path.join(self.dir, f"broker-{bid}"), "--controller",
                 f"{self.controller.host}:{self.controller.port}", "--host", HOST, "--port", str(port),
                 "--port-file", os.path.join(self.dir, "run", f"broker-{bid}.port"),
@@ -228,69 +144,77 @@ class Cluster:
                 last = f"controller not answering: {e}"
             for i in ids:
                 p = self.brokers[i]
-                if not _alive(p.pid, self.dir):
-                    raise ClusterError(f"broker {i} died during start-up; last lines of {p.log}:\n{_tail(p.log)}")
+                if not alive(p.pid, self.dir):
+                    raise ClusterError(f"broker {i} died during start-up; last lines of {p.log}:\n{process.tail(p.log)}")
             if time.monotonic() > deadline:
                 raise ClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
             time.sleep(0.1)
 
     def kill_broker(self, bid: int, sig: int = signal.SIGKILL) -> None:
         p = self.brokers[bid]
-        if _alive(p.pid, self.dir):
-            os.kill(p.pid, sig)
-            if sig == signal.SIGKILL:
-                _wait_gone(p.pid, self.dir)
+        if process.send_signal(p.pid, self.dir, sig) and sig == signal.SIGKILL:
+            process.wait_gone(p.pid, self.dir)
 
     def restart_broker(self, bid: int, timeout: float = 60.0) -> Proc:
         """Start a stopped broker again on its old port (clients keep their bootstrap list)."""
         old = self.brokers[bid]
-        if _alive(old.pid, self.dir):
+        if alive(old.pid, self.dir):
             raise ClusterError(f"broker {bid} is still running (pid {old.pid})")
         return self.start_broker(bid, timeout=timeout, port=old.port)
 
     def kill_controller(self, sig: int = signal.SIGKILL) -> None:
-        if _alive(self.controller.pid, self.dir):
-            os.kill(self.controller.pid, sig)
-            _wait_gone(self.controller.pid, self.dir)
+        if process.send_signal(self.controller.pid, self.dir, sig) and sig == signal.SIGKILL:
+            process.wait_gone(self.controller.pid, self.dir)
 
     def restart_controller(self, timeout: float = 60.0) -> Proc:
-        if _alive(self.controller.pid, self.dir):
+        if alive(self.controller.pid, self.dir):
             raise ClusterError("controller is still running")
         return self.start_controller(timeout, port=self.controller.port)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop every process (brokers first); safe to repeat."""
         for p in list(self.brokers.values()):
-            _signal_and_wait(p.pid, self.dir, grace)
+            process.stop(p.pid, self.dir, grace)
         if self.controller is not None:
-            _signal_and_wait(self.controller.pid, self.dir, grace)
-        for p in self.extra_processes():
-            _signal_and_wait(p.pid, self.dir, grace)
+            process.stop(self.controller.pid, self.dir, grace)
+        self.stop_object_store(grace)
 
     def extra_processes(self) -> list[Proc]:
-        """Processes besides controller and brokers (e.g. an embedded object store)."""
-        return [self.object_store] if getattr(self, "object_store", None) else []
+        """Processes besides controller and brokers (the profile's services)."""
+        return [self.object_store] if self.object_store is not None else []
 
-    # -- shared storage: the object store (systems/shared/launch.py) --------------------
+    # -- the profile's object store --------------------------------------------------------------
     def start_object_store(self, timeout: float = 60.0) -> None:
-        """--system shared: start the embedded SeaweedFS, or take s3.endpoint from the config.
-        A restart reuses its port, data and credentials."""
-        if self.system == "shared":
-            from systems.shared.launch import start_object_store
-            start_object_store(self, timeout)
-            self.save()
+        """Start the profile's object store (or take the configured endpoint). A restart reuses
+        its port, data and credentials."""
+        svc = self.profile.object_store
+        if svc is None:
+            return
+        ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=HOST, config=self.config,
+                             previous=self.object_store_info, timeout=timeout)
+        handle = svc.start(ctx)
+        self._object_store_handle = handle
+        self.config.update(handle.config)
+        self.object_store = handle.proc
+        self.object_store_info = handle.info
+        self.save()
 
-    def stop_object_store(self) -> None:
-        if self.system == "shared":
-            from systems.shared.launch import stop_object_store
-            stop_object_store(self)
+    def stop_object_store(self, grace: float = 10.0) -> None:
+        if self._object_store_handle is not None:
+            self._object_store_handle.stop()
+            self._object_store_handle = None
+        elif self.object_store is not None:  # started by another process (cluster.json)
+            process.stop(self.object_store.pid, self.dir, grace)
+
+    def object_store_running(self) -> bool:
+        return self.object_store is not None and alive(self.object_store.pid, self.dir)
 
     def status(self) -> dict:
         procs = {}
         if self.controller is not None:
-            procs["controller"] = _alive(self.controller.pid, self.dir)
+            procs["controller"] = alive(self.controller.pid, self.dir)
         for bid, p in sorted(self.brokers.items()):
-            procs[f"broker-{bid}"] = _alive(p.pid, self.dir)
+            procs[f"broker-{bid}"] = alive(p.pid, self.dir)
         out = {"processes": procs}
         if procs.get("controller"):
             try:
@@ -305,8 +229,8 @@ class Cluster:
                 "controller_config": self.controller_config, "n_brokers": self.n_brokers,
                 "controller": asdict(self.controller) if self.controller else None,
                 "brokers": [asdict(p) for _, p in sorted(self.brokers.items())],
-                "object_store": asdict(self.object_store) if getattr(self, "object_store", None) else None,
-                "object_store_info": getattr(self, "object_store_info", {})}
+                "object_store": asdict(self.object_store) if self.object_store else None,
+                "object_store_info": self.object_store_info}
 
     def save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
@@ -325,6 +249,11 @@ class Cluster:
             raise ClusterError(f"no cluster.json in {directory}: nothing was started there") from None
         c = cls.__new__(cls)
         c.system, c.dir, c.n_brokers = d["system"], d["dir"], d["n_brokers"]
+        try:
+            c.profile = profile(c.system)
+        except UnknownSystem as e:
+            raise ClusterError(f"{path}: {e}") from None
+        c._object_store_handle = None
         c.config, c.controller_config = d["config"], d.get("controller_config", {})
         c.controller = Proc(**d["controller"]) if d["controller"] else None
         c.brokers = {p["id"]: Proc(**p) for p in d["brokers"]}
@@ -337,12 +266,3 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _wait_gone(pid: int, marker: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _reap(pid)
-        if not _alive(pid, marker):
-            return
-        time.sleep(0.02)

@@ -37,6 +37,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from systems.core.profile import SystemProfile
+from systems.registry import PROFILES
+
 MiB = 1024 * 1024
 
 
@@ -122,19 +125,28 @@ class _Model(BaseModel):
 # --------------------------------------------------------------------------------------------
 # Sections
 
-SystemKind = Literal["replication", "shared"]
-
-
 class System(_Model):
-    kind: SystemKind
+    kind: str  # a registered system (systems/registry.py)
     brokers: Annotated[int, Field(strict=True, ge=1)]
     # Cap on inter-broker replication traffic during a move (replication system only).
     replication_throttle_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
     # Cap on object-storage bandwidth (shared system only); None = unthrottled.
     objstore_bandwidth_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
-    wal_batch_interval_ms: Annotated[Float, Field(gt=0)] = 250
-    wal_upload_threshold_bytes: Annotated[Bytes, Field(gt=0)] = 64 * MiB
+    # Shared system only; None = the system's own default (systems/shared/settings.py).
+    wal_batch_interval_ms: Optional[Annotated[Float, Field(gt=0)]] = None
+    wal_upload_threshold_bytes: Optional[Annotated[Bytes, Field(gt=0)]] = None
     extra: dict[str, ConfigValue] = Field(default_factory=dict)  # raw broker configs
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        if v not in PROFILES:
+            raise ValueError(f"unknown system {v!r} (systems: {', '.join(PROFILES)})")
+        return v
+
+    @property
+    def profile(self) -> SystemProfile:
+        return PROFILES[self.kind]
 
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -348,8 +360,8 @@ class Scenario(_Model):
                 raise _err(f"{path}.to", f"broker {missing[0]} does not exist (brokers: {sorted(exists)})")
             if len(set(to)) != len(to):
                 raise _err(f"{path}.to", "lists a broker more than once")
-            if system.kind == "shared" and len(to) != 1:
-                raise _err(f"{path}.to", "shared system: a partition is owned by exactly one broker; "
+            if system.profile.single_owner and len(to) != 1:
+                raise _err(f"{path}.to", f"{system.kind} system: a partition is owned by exactly one broker; "
                                          f"give one target broker, not {len(to)}")
 
         for i, a in enumerate(self.actions):
@@ -403,8 +415,9 @@ class Scenario(_Model):
 
     # -- helpers for the runner --------------------------------------------------------------
 
-    def initial_broker_ids(self) -> list[int]:
-        return list(range(1, self.system.brokers + 1))
+    @property
+    def profile(self) -> SystemProfile:
+        return self.system.profile
 
     def added_broker_ids(self) -> dict[int, int]:
         """action index -> id of the broker that add_broker_and_rebalance action starts."""

@@ -4,7 +4,7 @@
   before the measurement, fast: 64 KiB records, big batches, ``acks=1``, no idempotence. Prefill
   records carry a ``prefill`` header and no ``id``, so the verifying consumer reads them as
   ``msg_id -1`` (ignored by the checkers, counted per partition).
-* ``python -m bench.load SPEC.json`` (started by the runner as its own process, so Locust's gevent
+* ``python -m bench.run.load SPEC.json`` (started by the runner as its own process, so Locust's gevent
   monkey-patching never touches the runner, its threads or its cluster control) drives Locust as a
   library: an :class:`~locust.env.Environment` with :class:`workloads.kafka_produce.KafkaProducerUser`
   and a rate shape, a ``LocalRunner``; every send attempt becomes a ``send`` row in its own
@@ -222,7 +222,7 @@ def drive(spec: dict[str, Any]) -> int:
 
     from locust.env import Environment
 
-    from bench.history import HistoryWriter
+    from bench.history.store import HistoryWriter
     from workloads import kafka_produce as kp
     from workloads.shapes import make_shape
 
@@ -292,7 +292,7 @@ def drive(spec: dict[str, Any]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m bench.load SPEC.json", file=sys.stderr)
+        print("usage: python -m bench.run.load SPEC.json", file=sys.stderr)
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)

@@ -48,14 +48,6 @@ FIELDS: tuple[str, ...] = tuple(SCHEMA.names)
 KINDS = frozenset({"send", "read", "event"})
 OUTCOMES = frozenset({"ok", "fail", "info"})
 
-# Event names the harness emits and the checkers understand.
-EVENT_ACTION_START = "action_start"
-EVENT_ACTION_END = "action_end"
-EVENT_LEADER_CHANGE = "leader_change"
-EVENT_MOVE_COMPLETE = "move_complete"
-EVENT_MOVE_PHASE = "move_phase"
-EVENT_COUNTER = "counter"
-
 _FIELD_SET = frozenset(FIELDS)
 
 

@@ -2,32 +2,28 @@
 checkers' vocabulary).
 
 Each process of a cluster writes ``<cluster>/<proc>/events.jsonl`` (``systems/core/events.py``).
-:func:`translate` maps one journal record to history event rows:
+:func:`translate` maps one journal record to history event rows. The core's events mean the same
+for every system; what a system's own move events mean comes from its profile's
+``JournalMeaning`` (``systems/<name>/profile.py``):
 
-=============================================  ===============================================
-journal record (emitted by)                    history event(s)
-=============================================  ===============================================
-``leader_change`` (core controller)            ``leader_change`` {leader, leader_epoch}
-``reassignment_completed`` (replication ctl)   ``move_complete`` {new_leader = leader (else the
-                                               single replica), replicas}
-``shared_move_elected`` (shared controller)    ``move_complete`` {new_leader = to} and
-                                               ``move_phase`` ``request_to_elect``
-``bytes_moved`` kind inter_broker (brokers)    ``counter`` ``bytes_moved_inter_broker`` (the
-                                               receiving side, direction ``reassign_in`` or none);
-                                               direction ``reassign_out`` becomes
-                                               ``bytes_sent_inter_broker`` so a copy is not
-                                               counted twice
-``bytes_moved`` kind objstore                  ``counter`` ``bytes_moved_objstore``
-``shared_partition_closed`` (shared broker)    ``move_phase`` per ``*_ms`` field (``close.<name>``)
-                                               and ``counter bytes_moved_objstore`` =
-                                               force_upload_bytes
-``shared_partition_opened`` (shared broker)    ``move_phase`` per ``*_ms`` field (``open.<name>``)
-                                               and ``counter bytes_moved_objstore`` = replay_bytes
-``shared_upload`` (shared broker)              ``counter objstore_upload_bytes`` (background WAL
-                                               upload, not a move's cost)
-``move_phase``                                 ``move_phase`` (as is)
-anything else                                  kept as is (same event name, fields in detail)
-=============================================  ===============================================
+========================================  ===========================================================
+journal record                            history event(s)
+========================================  ===========================================================
+``leader_change`` (core controller)       ``leader_change`` {leader, leader_epoch}
+``meaning.move_complete`` events          ``move_complete`` {new_leader = the named field (else the
+                                          single replica)}; plus a ``move_phase`` if the event is
+                                          also in ``meaning.request_phase``
+``bytes_moved`` kind inter_broker         ``counter bytes_moved_inter_broker`` (the receiving side);
+                                          direction ``reassign_out`` becomes
+                                          ``bytes_sent_inter_broker`` so a copy is not counted twice
+``bytes_moved`` kind objstore             ``counter bytes_moved_objstore``
+``meaning.phase_events``                  ``move_phase`` ``<prefix>.<name>`` per ``<name>_ms`` field,
+                                          and ``counter bytes_moved_objstore`` for the bytes named
+                                          by ``meaning.phase_bytes``
+``meaning.background_counters``           ``counter <name>`` (not a move's cost)
+``move_phase``                            ``move_phase`` (as is)
+anything else                             kept as is (same event name, fields in detail)
+========================================  ===========================================================
 
 Every row keeps the journal's fields in ``detail`` plus ``journal_event`` (the original name) and
 ``source`` (``controller`` or the broker id). A row about a partition gets the ``action_id`` of
@@ -40,14 +36,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bench.checkers import COUNTER_INTER_BROKER, COUNTER_OBJSTORE
-from bench.history import (
+from bench.history.names import (
+    COUNTER_INTER_BROKER,
+    COUNTER_OBJSTORE,
+    COUNTER_SENT_INTER_BROKER,
     EVENT_COUNTER,
+    EVENT_JOURNAL_MALFORMED,
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
-    event_row,
 )
+from bench.history.store import event_row
+from systems.core.profile import JournalMeaning
 
 
 class MoveWindows:
@@ -90,13 +90,14 @@ def _tp(rec: dict) -> tuple[str, int] | None:
     return None
 
 
-def translate(rec: dict, windows: MoveWindows | None = None) -> list[dict]:
-    """One journal record -> history event rows (see the module docstring). Never raises on odd
-    records: a record without ``ts`` or ``event`` is kept as ``journal_malformed``."""
+def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = None) -> list[dict]:
+    """One journal record -> history event rows (see the module docstring); ``meaning`` is the
+    system profile's reading of its own journal events. Never raises on odd records: a record
+    without ``ts`` or ``event`` is kept as ``journal_malformed``."""
     ts, name = rec.get("ts"), rec.get("event")
     base = {k: v for k, v in rec.items() if k not in ("ts", "event")}
     if not isinstance(ts, (int, float)) or not isinstance(name, str):
-        return [event_row("journal_malformed", float(ts) if isinstance(ts, (int, float)) else 0.0,
+        return [event_row(EVENT_JOURNAL_MALFORMED, float(ts) if isinstance(ts, (int, float)) else 0.0,
                           {"record": rec})]
     tp = _tp(rec)
     aid = windows.action_for(tp, ts) if windows is not None else None
@@ -113,49 +114,48 @@ def translate(rec: dict, windows: MoveWindows | None = None) -> list[dict]:
 
     if name == "leader_change":
         return [row(EVENT_LEADER_CHANGE)]
-    if name == "reassignment_completed":
-        replicas = rec.get("replicas") or []
-        leader = rec.get("leader")
+    if name in meaning.move_complete:
+        leader = rec.get(meaning.move_complete[name])
         if not isinstance(leader, int) or leader < 0:
+            replicas = rec.get("replicas") or []
             leader = replicas[0] if len(replicas) == 1 else None
-        return [row(EVENT_MOVE_COMPLETE, new_leader=leader, ts=float(ts))]
-    if name == "shared_move_elected":
-        out = [row(EVENT_MOVE_COMPLETE, new_leader=rec.get("to"), ts=float(ts))]
-        if isinstance(rec.get("since_request_s"), (int, float)):
-            out.append(row(EVENT_MOVE_PHASE, phase="request_to_elect", seconds=float(rec["since_request_s"])))
+        out = [row(EVENT_MOVE_COMPLETE, new_leader=leader, ts=float(ts))]
+        if name in meaning.request_phase:
+            field, phase = meaning.request_phase[name]
+            if isinstance(rec.get(field), (int, float)):
+                out.append(row(EVENT_MOVE_PHASE, phase=phase, seconds=float(rec[field])))
         return out
     if name == "bytes_moved":
         value = rec.get("bytes")
         if rec.get("kind") == "objstore":
             return [counter(COUNTER_OBJSTORE, value)]
         if rec.get("direction") == "reassign_out":
-            return [counter("bytes_sent_inter_broker", value)]
+            return [counter(COUNTER_SENT_INTER_BROKER, value)]
         return [counter(COUNTER_INTER_BROKER, value)]
-    if name in ("shared_partition_closed", "shared_partition_opened"):
-        prefix = "close" if name == "shared_partition_closed" else "open"
+    if name in meaning.phase_events:
+        prefix = meaning.phase_events[name]
         out = [row(name)]
+        moved = 0
         for k, v in rec.items():
             if k.endswith("_ms") and isinstance(v, (int, float)) and k != "close_total_ms":
-                phase = f"{prefix}.{k[:-3]}"
-                extra: dict[str, Any] = {"phase": phase, "seconds": v / 1000.0}
-                if k == "force_upload_ms":
-                    extra["bytes"] = rec.get("force_upload_bytes") or 0
-                if k == "replay_ms":
-                    extra["bytes"] = rec.get("replay_bytes") or 0
+                extra: dict[str, Any] = {"phase": f"{prefix}.{k[:-3]}", "seconds": v / 1000.0}
+                if k in meaning.phase_bytes:
+                    extra["bytes"] = rec.get(meaning.phase_bytes[k]) or 0
+                    moved += extra["bytes"] if isinstance(extra["bytes"], (int, float)) else 0
                 out.append(row(EVENT_MOVE_PHASE, **extra))
-        moved = rec.get("force_upload_bytes") if prefix == "close" else rec.get("replay_bytes")
-        if isinstance(moved, (int, float)) and moved > 0:
+        if moved > 0:
             out.append(counter(COUNTER_OBJSTORE, moved))
         return out
-    if name == "shared_upload":
-        return [counter("objstore_upload_bytes", rec.get("bytes"))]
+    if name in meaning.background_counters:
+        return [counter(meaning.background_counters[name], rec.get("bytes"))]
     if name == "move_phase":
         return [row(EVENT_MOVE_PHASE)]
     return [row(name)]
 
 
-def translate_all(records: Iterable[dict], windows: MoveWindows | None = None) -> list[dict]:
+def translate_all(records: Iterable[dict], meaning: JournalMeaning,
+                  windows: MoveWindows | None = None) -> list[dict]:
     out: list[dict] = []
     for rec in records:
-        out.extend(translate(rec, windows))
+        out.extend(translate(rec, meaning, windows))
     return out

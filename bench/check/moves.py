@@ -1,0 +1,311 @@
+"""Measurements of moves and faults: move_seconds, bytes_moved, unavailable_seconds, produce latency
+before / during / after each action."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bench.history.names import (
+    COUNTER_INTER_BROKER,
+    COUNTER_OBJSTORE,
+    EVENT_COUNTER,
+    EVENT_LEADER_CHANGE,
+    EVENT_MOVE_COMPLETE,
+    EVENT_MOVE_PHASE,
+)
+from bench.check.view import (
+    _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
+    _merge_valid, _runs, _tp_key, _tp_of, _uniq, _view,
+)
+from bench.run.scenario import MOVE_ACTIONS
+
+
+
+def _limit(scenario: Any, name: str) -> float | None:
+    checks = getattr(scenario, "checks", None)
+    return getattr(checks, name, None) if checks is not None else None
+
+
+def _is_move(a: _Action) -> bool:
+    return a.kind in MOVE_ACTIONS
+
+
+def move_markers(a, tp, completes, leader_changes):
+    """For one move action and partition: its move_complete event, the new leader it names,
+    and the first leader_change at or after the request to a target (the new owner), or None."""
+    mc = next((e for e in completes if _hashable(e.action_id) == a.action_id and _tp_of(e) == tp), None)
+    new_leader = mc.detail.get("new_leader") if mc is not None else None
+    targets = [new_leader] if new_leader is not None else a.targets.get(tp)
+    lc = next((e for e in leader_changes
+               if _tp_of(e) == tp and e.ts >= a.start
+               and (e.action_id is None or _hashable(e.action_id) == a.action_id)
+               and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
+               and (not targets or e.detail["leader"] in targets)), None)
+    return mc, new_leader, lc
+
+
+def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """move_seconds: how long until a moved partition is served by its new owner.
+
+    For each move action (reassign, move_set, add_broker_and_rebalance, drain_broker: events
+    ``action_start`` with ``action_id``) and each partition it moves:
+
+    * ``request_ts`` = the action_start event's ts;
+    * the *new leader* = ``move_complete.new_leader`` for that action/partition if logged, else
+      the action's target broker list; ``leader_change_ts`` = ts of the first ``leader_change``
+      event for the partition with ``leader`` = the new leader (any live leader if neither is
+      known), ``ts >= request_ts`` and the action's ``action_id`` (or none);
+    * ``first_ack_ts`` = the earliest ``ack_ts`` of an acked send on that partition whose send was
+      invoked at or after ``request_ts`` and acked at or after ``leader_change_ts`` — the first
+      write we know the new owner served;
+    * ``move_seconds = first_ack_ts - request_ts``.
+
+    "unknown" for a partition without such a leader_change or without such an ack. An action's
+    move_seconds is the max over its partitions. valid: False if ``checks.max_move_seconds`` is set
+    and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
+    sum the ``move_phase`` events (seconds, bytes) by phase name.
+    """
+    v = _view(history, scenario)
+    limit = _limit(v.scenario, "max_move_seconds")
+    leader_changes = v.events_named(EVENT_LEADER_CHANGE)
+    completes = v.events_named(EVENT_MOVE_COMPLETE)
+    phases_ev = v.events_named(EVENT_MOVE_PHASE)
+    moves, actions, valids = [], [], []
+    for a in v.actions:
+        if not _is_move(a):
+            continue
+        phases: dict[str, dict[str, float]] = {}
+        for e in phases_ev:
+            if _hashable(e.action_id) == a.action_id:
+                ph = phases.setdefault(str(e.detail.get("phase")), {"seconds": 0.0, "bytes": 0})
+                ph["seconds"] += float(e.detail.get("seconds") or 0.0)
+                ph["bytes"] += int(e.detail.get("bytes") or 0)
+        per_action = []
+        for tp in sorted(a.partitions):
+            rec: dict[str, Any] = {"action_id": a.action_id, "action": a.kind,
+                                   "topic": tp[0], "partition": tp[1], "request_ts": a.start}
+            mc, new_leader, lc = move_markers(a, tp, completes, leader_changes)
+            if mc is not None:
+                rec["move_complete_ts"] = float(mc.detail.get("ts", mc.ts))
+            rec["new_leader"] = lc.detail["leader"] if lc is not None else new_leader
+            if lc is None:
+                rec.update(move_seconds="unknown", reason="no leader_change to the new leader")
+            else:
+                rec["leader_change_ts"] = lc.ts
+                ack, ts = v.acks_of(*tp)
+                cond = (ts >= a.start) & (ack >= lc.ts)
+                if not cond.any():
+                    rec.update(move_seconds="unknown", reason="no ack after the leader change")
+                else:
+                    first_ack = float(ack[np.argmax(cond)])  # acks are sorted: first hit = earliest
+                    rec.update(first_ack_ts=first_ack, move_seconds=first_ack - a.start)
+            per_action.append(rec)
+        known = [r["move_seconds"] for r in per_action if r["move_seconds"] != "unknown"]
+        unknown = len(known) < len(per_action) or not per_action
+        secs: Any = "unknown" if unknown else max(known)
+        over = limit is not None and any(s > limit for s in known)
+        valids.append(False if over else ("unknown" if unknown else True))
+        actions.append({"action_id": a.action_id, "action": a.kind, "request_ts": a.start,
+                        "partitions": len(per_action), "move_seconds": secs, "phases": phases,
+                        **({} if per_action else {"reason": "no moved partitions recorded"})})
+        moves.extend(per_action)
+    known_all = [m["move_seconds"] for m in moves if m["move_seconds"] != "unknown"]
+    return {
+        "valid": _merge_valid(valids),
+        "limit": limit,
+        "max_move_seconds": max(known_all) if known_all else None,
+        "actions": actions,
+        "moves": moves,
+    }
+
+
+def check_bytes_moved(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """bytes_moved: ``counter`` events summed per action (a measurement; valid True).
+
+    A counter with ``action_id`` in its detail belongs to that action; one without belongs to the
+    latest-started action whose window [action_start, action end] contains its ts (action end:
+    the latest of its action_end / move_complete / leader_change events; open if none), otherwise
+    to ``unattributed``. ``inter_broker_bytes`` / ``objstore_bytes`` are the sums of the counters
+    named ``bytes_moved_inter_broker`` / ``bytes_moved_objstore``; ``bytes_moved`` is their sum.
+    Every other counter name is summed too (``counters``), plus per broker.
+    """
+    v = _view(history, scenario)
+    acts = v.actions
+    by_id = {a.action_id: a for a in acts}
+    totals: dict[Any, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    per_broker: dict[Any, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+    run: dict[str, float] = defaultdict(float)
+    counters = v.events_named(EVENT_COUNTER)
+    for e in counters:
+        name, value = e.detail.get("name"), e.detail.get("value")
+        if name is None or not isinstance(value, (int, float)):
+            continue
+        aid = _hashable(e.action_id)
+        if aid is None or aid not in by_id:
+            owner = [a for a in acts if a.start <= e.ts and (a.end is None or e.ts <= a.end)]
+            aid = owner[-1].action_id if owner else "unattributed"
+        totals[aid][name] += value
+        run[name] += value
+        per_broker[aid][name][str(e.detail.get("broker"))] += value
+
+    def summary(c: dict[str, float]) -> dict[str, Any]:
+        ib, obj = c.get(COUNTER_INTER_BROKER, 0), c.get(COUNTER_OBJSTORE, 0)
+        return {"inter_broker_bytes": _intish(ib), "objstore_bytes": _intish(obj),
+                "bytes_moved": _intish(ib + obj)}
+
+    actions = [
+        {"action_id": a.action_id, "action": a.kind, **summary(totals.get(a.action_id, {})),
+         "counters": {k: _intish(x) for k, x in totals.get(a.action_id, {}).items()},
+         "by_broker": {k: {b: _intish(x) for b, x in d.items()}
+                       for k, d in per_broker.get(a.action_id, {}).items()}}
+        for a in acts
+    ]
+    return {
+        "valid": True,
+        "counters_seen": len(counters),
+        "actions": actions,
+        "unattributed": {k: _intish(x) for k, x in totals.get("unattributed", {}).items()},
+        "run": {**summary(run), "counters": {k: _intish(x) for k, x in run.items()}},
+    }
+
+
+def _intish(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _longest_gap(ack: np.ndarray, w0: float, w1: float) -> tuple[float, float, float]:
+    """Longest interval inside [w0, w1] containing no ack (acks sorted). -> (gap, start, end)."""
+    inside = ack[(ack >= w0) & (ack <= w1)]
+    pts = np.concatenate([[w0], inside, [w1]])
+    d = np.diff(pts)
+    i = int(np.argmax(d))
+    return float(d[i]), float(pts[i]), float(pts[i + 1])
+
+
+def _partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
+    """Longest no-ack interval within [w0, w1] for every partition that had a send.
+    Vectorised over all partitions. -> (tp keys, gaps)."""
+    send_keys = _uniq(_tp_key(v.s_topic, v.s_part))
+    send_keys = send_keys[send_keys >= 0]
+    a = v.acked
+    m = (a["ack"] >= w0) & (a["ack"] <= w1) & (a["key"] >= 0)
+    k, ack = a["key"][m], a["ack"][m]
+    gaps = np.full(send_keys.size, w1 - w0)  # no ack at all in the window: the whole window
+    if k.size:
+        uk, start, _ = _runs(k)  # acked sends are sorted by key
+        end = np.concatenate([start[1:], [k.size]]) - 1
+        d = np.diff(ack)
+        if d.size:
+            d = np.where(k[1:] == k[:-1], d, _NEG_INF)
+        inner = np.maximum.reduceat(np.concatenate([d, [_NEG_INF]]), start)
+        g = np.maximum(np.maximum(ack[start] - w0, w1 - ack[end]), inner)
+        gaps[np.searchsorted(send_keys, uk)] = g
+    return send_keys, gaps
+
+
+def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """unavailable_seconds: the longest time a partition went without any produce ack.
+
+    Per action and partition it acts on (named by action_start, else planned in the scenario, else
+    mentioned by its leader_change / move_complete events, e.g. the partitions of a killed broker):
+    the longest interval inside the window [action_start - 1 s, move end + 5 s] that contains no
+    ``ack_ts`` of an acked send on that partition, counting the window edges as boundaries (so a
+    partition with no ack in the window is unavailable for the whole window). Move end: the latest
+    of the action's action_end / move_complete / leader_change events; the window is clipped to the
+    load window (first to last send invocation) and runs to the end of the load when the move end
+    is unknown.
+    ``run``: the same measure per partition over the whole load window (this is where an outage
+    that outlasts an action — e.g. a killed single-replica broker — shows in full).
+    It assumes the producers kept sending to the partition; a partition with no load looks
+    unavailable. valid False if ``checks.max_unavailable_seconds`` is set and an action window
+    exceeds it, else True.
+    """
+    v = _view(history, scenario)
+    limit = _limit(v.scenario, "max_unavailable_seconds")
+    windows = []
+    for a in v.actions:
+        w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
+        end = a.end if a.end is not None else v.load_end
+        w1 = max(min(end + UNAVAILABLE_POST_S, v.load_end), w0)
+        for tp in sorted(a.partitions):
+            ack, _ = v.acks_of(*tp)
+            gap, g0, g1 = _longest_gap(ack, w0, w1)
+            windows.append({"action_id": a.action_id, "action": a.kind, "topic": tp[0],
+                            "partition": tp[1], "window": [w0, w1], "unavailable_seconds": gap,
+                            "gap": [g0, g1], "end_known": a.end is not None})
+    keys, gaps = _partition_gaps(v, v.load_start, v.load_end)
+    order = np.argsort(-gaps, kind="stable")[:EXAMPLES]
+    worst = [{"topic": v.topics[int(keys[i]) >> 32], "partition": int(keys[i]) & 0xFFFFFFFF,
+              "unavailable_seconds": float(gaps[i])} for i in order]
+    max_win = max((w["unavailable_seconds"] for w in windows), default=None)
+    return {
+        "valid": not (limit is not None and max_win is not None and max_win > limit),
+        "limit": limit,
+        "max_unavailable_seconds": max_win,
+        "actions": windows,
+        "run": {"window": [v.load_start, v.load_end],
+                "max_unavailable_seconds": float(gaps.max()) if gaps.size else None,
+                "worst_partitions": worst},
+    }
+
+
+def _percentiles(lat_ms: np.ndarray) -> dict[str, Any]:
+    lat_ms = lat_ms[~np.isnan(lat_ms)]
+    if lat_ms.size == 0:
+        return {"count": 0, "p50_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
+    p50, p99, p999 = np.percentile(lat_ms, [50.0, 99.0, 99.9])  # linear interpolation
+    return {"count": int(lat_ms.size), "p50_ms": float(p50), "p99_ms": float(p99),
+            "p999_ms": float(p999), "max_ms": float(lat_ms.max())}
+
+
+def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Produce latency (``ack_ts - ts``, ms) percentiles p50 / p99 / p999 from raw samples
+    (numpy, linear interpolation; never averaged across windows), by send invocation time.
+
+    For action i (in start order) with start S_i and move end E_i (the latest of its action_end /
+    move_complete / leader_change events, else the next action's start or the end of the load):
+    ``before`` = [max(load start, previous action's end), S_i), ``during`` = [S_i, E_i),
+    ``after`` = [E_i, next action's start or the end of the load]. Each window is given for all
+    partitions (``all``: what the producers felt) and for the action's partitions only
+    (``partitions``), with the count of info / fail sends invoked in it. ``run`` covers every
+    acked send. valid "unknown" if nothing was acked, else True (a measurement).
+    """
+    v = _view(history, scenario)
+    b = v.by_send_ts
+    acts = v.actions
+
+    def window(lo: float, hi: float, keys: np.ndarray | None, inclusive_hi: bool) -> dict[str, Any]:
+        i0 = int(np.searchsorted(b["ts"], lo, "left"))
+        i1 = int(np.searchsorted(b["ts"], hi, "right" if inclusive_hi else "left"))
+        i1 = max(i1, i0)
+        lat = b["lat_ms"][i0:i1]
+        if keys is not None:
+            lat = lat[_member(b["key"][i0:i1], keys)]
+            return {"from": lo, "to": hi, **_percentiles(lat)}
+        return {"from": lo, "to": hi, **_percentiles(lat),
+                "info_count": int(b["info_cum"][i1] - b["info_cum"][i0]),
+                "fail_count": int(b["fail_cum"][i1] - b["fail_cum"][i0])}
+
+    out_actions = []
+    prev_end = v.load_start
+    for i, a in enumerate(acts):
+        nxt = acts[i + 1].start if i + 1 < len(acts) else v.load_end
+        end = a.end if a.end is not None else max(nxt, a.start)
+        keys = np.array(sorted(int(_tp_key(v.topic_code[t], p)) for t, p in a.partitions
+                               if t in v.topic_code), dtype=np.int64)
+        bounds = {"before": (max(v.load_start, prev_end), a.start, False),
+                  "during": (a.start, end, False),
+                  "after": (end, max(nxt, end), True)}
+        out_actions.append({
+            "action_id": a.action_id, "action": a.kind, "end_known": a.end is not None,
+            "all": {ph: window(lo, hi, None, inc) for ph, (lo, hi, inc) in bounds.items()},
+            "partitions": {ph: window(lo, hi, keys, inc) for ph, (lo, hi, inc) in bounds.items()},
+        })
+        prev_end = end
+    run = _percentiles(b["lat_ms"])
+    return {"valid": "unknown" if run["count"] == 0 else True, "run": run, "actions": out_actions}
+
+

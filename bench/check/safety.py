@@ -1,0 +1,162 @@
+"""Safety checkers: lost acknowledged writes, duplicates, reordering, unseen and unexpected reads."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bench.check.view import (
+    _FAIL, _INFO, _OK, EXAMPLES, HistoryView, _member, _runs, _tp_key, _tp_name, _uniq, _view,
+)
+
+
+
+def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Lost writes: sends acknowledged as ok whose ``msg_id`` is never read.
+
+    valid False if any; "unknown" if the history has no reads at all (nothing to compare with).
+    Reports counts, up to 20 example ids (lowest first) and lost counts per partition.
+    """
+    v = _view(history, scenario)
+    acked = _uniq(v.s_id[v.s_out == _OK])
+    read_ids = v.read_ids
+    out: dict[str, Any] = {"acked_count": int(acked.size), "read_count": int(read_ids.size)}
+    if read_ids.size == 0:
+        return {"valid": "unknown", "reason": "no reads in history", **out}
+    lost = acked[~_member(acked, read_ids)]
+    by_partition: dict[str, int] = {}
+    if lost.size:
+        rows = np.flatnonzero((v.s_out == _OK) & _member(v.s_id, lost))
+        rows = rows[np.argsort(v.s_id[rows], kind="stable")]
+        rows = rows[_runs(v.s_id[rows])[1]]  # one row per lost id
+        keys, _, counts = _runs(np.sort(_tp_key(v.s_topic[rows], v.s_part[rows])))
+        for k, c in sorted(zip(keys.tolist(), counts.tolist()), key=lambda kc: -kc[1])[:50]:
+            name = "unknown" if k < 0 else _tp_name(v.topics[k >> 32], k & 0xFFFFFFFF)
+            by_partition[name] = c
+    return {
+        "valid": lost.size == 0,
+        **out,
+        "lost_count": int(lost.size),
+        "lost_examples": lost[:EXAMPLES].tolist(),
+        "lost_by_partition": by_partition,
+    }
+
+
+def check_duplicates(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Duplicates: a ``msg_id`` read at more than one distinct (topic, partition, offset).
+
+    valid False if any; "unknown" without reads. Examples list each duplicated id's positions.
+    """
+    v = _view(history, scenario)
+    if v.r_id.size == 0:
+        return {"valid": "unknown", "reason": "no reads in history", "duplicated_count": 0}
+    pos = v.read_positions
+    ids, starts, counts = _runs(pos["id"])  # positions are sorted by msg_id
+    dup = counts > 1
+    examples = []
+    for i in np.flatnonzero(dup)[:EXAMPLES]:
+        s, c = starts[i], counts[i]
+        examples.append({
+            "msg_id": int(ids[i]),
+            "positions": [
+                {"topic": v.topics[t] if t >= 0 else None, "partition": int(p), "offset": int(o)}
+                for t, p, o in zip(pos["topic"][s:s + c], pos["part"][s:s + c], pos["off"][s:s + c])
+            ],
+        })
+    return {
+        "valid": not dup.any(),
+        "duplicated_count": int(dup.sum()),
+        "extra_copies": int((counts[dup] - 1).sum()),
+        "examples": examples,
+    }
+
+
+def check_reordering(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Reordering, per (topic, partition, producer), over acked messages only.
+
+    Rule: take every message whose send was acked (outcome ok) and that was read; place it at the
+    lowest offset it was read at in that partition (later copies are duplicates, reported by
+    ``duplicates``); order by offset. Its ``msg_id`` must then be strictly increasing, because a
+    producer assigns ids in send order and acked sends must appear in the log in that order. Each
+    position where an id is lower than the id just before it (same topic, partition, producer) is
+    one violation ("descent"). Messages whose producer is unknown are skipped and counted.
+    valid False if any violation; "unknown" without reads.
+    """
+    v = _view(history, scenario)
+    if v.r_id.size == 0:
+        return {"valid": "unknown", "reason": "no reads in history", "reordered_count": 0}
+    pos = v.read_positions
+    # First occurrence (lowest offset) per (msg_id, topic, partition): rows are sorted that way.
+    n = pos["id"].size
+    first = np.ones(n, dtype=bool)
+    first[1:] = ((pos["id"][1:] != pos["id"][:-1]) | (pos["topic"][1:] != pos["topic"][:-1])
+                 | (pos["part"][1:] != pos["part"][:-1]))
+    sidx = v.read_send_index[pos["row"]]
+    has_send = sidx >= 0
+    acked = np.zeros(n, dtype=bool)
+    acked[has_send] = v.s_out[sidx[has_send]] == _OK
+    prod = v.s_prod[sidx] if v.s_prod.size else np.full(n, -1, dtype=np.int64)
+    prod = np.where(has_send, prod, -1)
+    prod = np.where(prod >= 0, prod, v.r_prod[pos["row"]])
+    sel = first & acked
+    unknown_producer = int((sel & (prod < 0)).sum())
+    sel &= prod >= 0
+    t, p, pr = pos["topic"][sel], pos["part"][sel], prod[sel]
+    off, ids = pos["off"][sel], pos["id"][sel]
+    order = np.lexsort((off, pr, p, t))
+    t, p, pr, off, ids = t[order], p[order], pr[order], off[order], ids[order]
+    same = np.zeros(ids.size, dtype=bool)
+    same[1:] = (t[1:] == t[:-1]) & (p[1:] == p[:-1]) & (pr[1:] == pr[:-1])
+    bad = np.zeros(ids.size, dtype=bool)
+    bad[1:] = same[1:] & (ids[1:] < ids[:-1])
+    examples = [
+        {
+            "topic": v.topics[t[i]] if t[i] >= 0 else None, "partition": int(p[i]),
+            "producer": v.producers[pr[i]], "offset": int(off[i]), "msg_id": int(ids[i]),
+            "prev_offset": int(off[i - 1]), "prev_msg_id": int(ids[i - 1]),
+        }
+        for i in np.flatnonzero(bad)[:EXAMPLES]
+    ]
+    return {
+        "valid": not bad.any(),
+        "reordered_count": int(bad.sum()),
+        "checked_messages": int(ids.size),
+        "skipped_unknown_producer": unknown_producer,
+        "examples": examples,
+    }
+
+
+def check_unseen(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Indeterminate sends that were read anyway: sends with outcome info (unknown, e.g. a
+    timeout) or fail whose ``msg_id`` was read. Reported, never a failure (valid True): an info
+    send may or may not have been written, and clients report some errors (e.g. a message timed
+    out in the client) after the broker already appended it. A high ``fail_read`` count still hints
+    that the harness should classify that error as info.
+    """
+    v = _view(history, scenario)
+    read_ids = v.read_ids
+    out: dict[str, Any] = {"valid": True}
+    for name, code in (("info", _INFO), ("fail", _FAIL)):
+        ids = _uniq(v.s_id[v.s_out == code])
+        seen = ids[_member(ids, read_ids)]
+        out[f"{name}_total"] = int(ids.size)
+        out[f"{name}_read"] = int(seen.size)
+        out[f"{name}_read_examples"] = seen[:EXAMPLES].tolist()
+    if read_ids.size == 0:
+        out["note"] = "no reads in history"
+    return out
+
+
+def check_unexpected(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Unexpected reads: a harness message (``msg_id >= 0``) read but never sent in this run
+    (corruption, or another run's data on a reused cluster). valid False if any; "unknown"
+    without reads."""
+    v = _view(history, scenario)
+    if v.r_id.size == 0:
+        return {"valid": "unknown", "reason": "no reads in history", "unexpected_count": 0}
+    ids = _uniq(v.r_id[v.read_send_index < 0])
+    return {"valid": ids.size == 0, "unexpected_count": int(ids.size),
+            "examples": ids[:EXAMPLES].tolist()}
+
+

@@ -1,0 +1,39 @@
+"""The history's vocabulary: every event and counter name the harness writes and reads, in one
+place. A row's ``event`` column holds one of the ``EVENT_*`` names; a ``counter`` event's
+``detail.name`` one of the ``COUNTER_*`` names.
+"""
+from __future__ import annotations
+
+# Run lifecycle (runner)
+EVENT_RUN_START = "run_start"  # {run_id, scenario, system, started_at, git_commit, machine, params, matrix}
+EVENT_RUN_END = "run_end"  # {finished_at, duration_s, completed, error}
+EVENT_RUN_ERROR = "run_error"
+EVENT_HARNESS_ERROR = "harness_error"  # a runner thread failed {thread, error}
+EVENT_CLUSTER_STARTED = "cluster_started"
+EVENT_TOPICS_CREATED = "topics_created"
+EVENT_PREFILL = "prefill"  # per partition {topic, partition, bytes, messages, ...}
+EVENT_LOAD_STARTED = "load_started"  # time zero of the action timeline
+EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, ...}
+EVENT_VERIFY = "verify"  # per partition {high_watermark, read, complete, error}
+EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
+EVENT_JOURNAL_TRANSLATED = "journal_translated"
+EVENT_JOURNAL_MALFORMED = "journal_malformed"
+
+# Timeline actions (moves and faults)
+EVENT_ACTION_START = "action_start"  # {action_id, action, at_s, ...}
+EVENT_ACTION_END = "action_end"  # {action_id, action, ok, ...}
+EVENT_BROKER_STARTING = "broker_starting"  # add_broker_and_rebalance: the new broker's start
+EVENT_BROKER_STARTED = "broker_started"
+EVENT_REASSIGN_REQUESTED = "reassign_requested"  # the AlterPartitionReassignments answer
+EVENT_MOVE_OBSERVED = "move_observed"  # a client sees the target replicas with a leader in them
+
+# Cluster state, as clients see it (poller) or as the cluster's journals say (journal.py)
+EVENT_LEADER_CHANGE = "leader_change"
+EVENT_MOVE_COMPLETE = "move_complete"
+EVENT_MOVE_PHASE = "move_phase"  # {phase, seconds, bytes, action_id}
+EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
+
+# Counter names
+COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> broker for a move (receiver)
+COUNTER_SENT_INTER_BROKER = "bytes_sent_inter_broker"  # the same bytes seen by the sender
+COUNTER_OBJSTORE = "bytes_moved_objstore"  # bytes uploaded to / read from object storage for a move

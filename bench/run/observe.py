@@ -1,0 +1,92 @@
+"""What the runner watches while a run goes on: the cluster's metadata as a client sees it, and the
+CPU of every process. Both write their observations into the run's history."""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import psutil
+
+from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE
+from bench.history.store import event_row
+
+POLL_INTERVAL_S = 0.1  # client-side metadata poller
+
+log = logging.getLogger("bench.run.observe")
+
+
+def poll_metadata(run: Any, client, topics: list[str]) -> None:
+    """Every 100 ms: leader / replicas / ISR of every partition as a client sees them, into
+    ``run.state.metadata``; a change of leader becomes a ``leader_change`` event (source
+    "client") carrying the ``action_id`` of the move that was moving the partition, if any."""
+    last: dict[tuple[str, int], int] = {}
+    while not run.state.stop.is_set():
+        t0 = time.time()
+        try:
+            md = client.list_topics(timeout=2)
+        except Exception as exc:  # a broker down: keep trying
+            log.debug("metadata poll failed: %s", exc)
+            run.state.stop.wait(POLL_INTERVAL_S)
+            continue
+        ts = time.time()
+        snap = {}
+        for name in topics:
+            tmd = md.topics.get(name)
+            if tmd is None or tmd.error is not None and not tmd.partitions:
+                continue
+            for p, pm in tmd.partitions.items():
+                snap[(name, p)] = {"leader": pm.leader, "replicas": list(pm.replicas), "isr": list(pm.isrs)}
+        with run.state.lock:
+            run.state.metadata.update(snap)
+            run.state.metadata_ts = ts
+        rows = []
+        for tp, m in sorted(snap.items()):
+            if last.get(tp) != m["leader"]:
+                d = {"topic": tp[0], "partition": tp[1], "leader": m["leader"], "replicas": m["replicas"],
+                     "isr": m["isr"], "source": "client", "previous": last.get(tp)}
+                aid = run.windows.action_for(tp, ts)
+                if aid is not None:
+                    d["action_id"] = aid
+                rows.append(event_row(EVENT_LEADER_CHANGE, ts, d, topic=tp[0], partition=tp[1]))
+                last[tp] = m["leader"]
+        if rows:
+            run.history.extend(rows)
+        run.state.stop.wait(max(0.0, POLL_INTERVAL_S - (time.time() - t0)))
+
+
+def sample_cpu(run: Any, until: float) -> None:
+    """Every second during the load: CPU % (of one core) of the load process, the harness itself
+    and every cluster process, as ``cpu_sample`` events (what limits throughput)."""
+    procs: dict[str, psutil.Process] = {}
+
+    def track(name: str, pid: int | None) -> None:
+        if pid and name not in procs:
+            try:
+                procs[name] = psutil.Process(pid)
+                procs[name].cpu_percent(None)
+            except psutil.Error:
+                pass
+
+    while time.time() < until and not run.state.stop.is_set():
+        track("load", run.load_proc.pid if run.load_proc else None)
+        track("harness", os.getpid())
+        cluster = run.cluster
+        if cluster is not None:
+            track("controller", cluster.controller.pid if cluster.controller else None)
+            for bid, p in list(cluster.brokers.items()):
+                if f"broker-{bid}" in procs and procs[f"broker-{bid}"].pid != p.pid:
+                    del procs[f"broker-{bid}"]  # restarted
+                track(f"broker-{bid}", p.pid)
+            for p in cluster.extra_processes():
+                track(f"extra-{p.id}", p.pid)
+        run.state.stop.wait(1.0)
+        sample = {}
+        for name, pr in list(procs.items()):
+            try:
+                sample[name] = round(pr.cpu_percent(None), 1)
+            except psutil.Error:
+                procs.pop(name, None)
+        sample["_machine"] = round(psutil.cpu_percent(None), 1)
+        run.event(EVENT_CPU_SAMPLE, sample)

@@ -1,0 +1,41 @@
+"""Live state of one run, shared by the runner's threads (timeline, observers) and the progress
+display."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from bench.run.scenario import Scenario
+
+
+@dataclass
+class ActionState:
+    action_id: int
+    kind: str
+    at_s: float
+    status: str = "pending"  # pending | running | done | failed | timed out
+    detail: str = ""
+    started: float | None = None
+    ended: float | None = None
+
+
+class RunState:
+    def __init__(self, run_id: str, sc: Scenario) -> None:
+        self.run_id = run_id
+        self.sc = sc
+        self.phase = "starting"
+        self.lock = threading.Lock()
+        self.metadata: dict[tuple[str, int], dict[str, Any]] = {}
+        self.metadata_ts = 0.0
+        self.load: dict[str, Any] = {}
+        self.load_started: float | None = None
+        self.load_finished: dict[str, Any] | None = None
+        self.actions = [ActionState(i, a.kind, a.at_s) for i, a in enumerate(sc.actions)]
+        self.verify: dict[str, Any] = {}
+        self.stop = threading.Event()  # set on failure / Ctrl-C: every thread winds down
+
+
+    def metadata_snapshot(self) -> dict[tuple[str, int], dict[str, Any]]:
+        with self.lock:
+            return dict(self.metadata)

@@ -1,0 +1,87 @@
+"""What a system under test tells the harness about itself (OpenMessaging Benchmark's driver idea):
+one small object per system package, registered in `systems/registry.py`. The harness asks the
+profile; it never branches on a system's name.
+
+Scenario settings reach a profile as a plain mapping (the scenario's `system` section with
+defaults filled in), so `systems/` never depends on the harness's scenario model.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Settings = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Service:
+    """An auxiliary process a system needs besides its controller and brokers (the object store).
+
+    `start(ctx)` returns a `ServiceHandle`; `ctx` is a `ServiceContext`. A restart after `stop`
+    reuses the port, data and credentials recorded in `ServiceHandle.info`."""
+
+    name: str
+    start: Callable[["ServiceContext"], "ServiceHandle"]
+
+
+@dataclass
+class ServiceContext:
+    dir: str  # the cluster's directory
+    logs_dir: str
+    host: str
+    config: dict[str, str]  # the cluster's broker/controller settings (a service may add to them)
+    previous: dict[str, Any]  # the handle's `info` from an earlier start of this service, or {}
+    timeout: float
+
+
+@dataclass
+class ServiceHandle:
+    proc: Any  # systems.core.process.Proc, or None for an external endpoint nothing started
+    info: dict[str, Any]  # recorded in cluster.json (never secrets)
+    config: dict[str, str]  # settings every broker and the controller must get
+    stop: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class JournalMeaning:
+    """What a system's journal events (`systems/core/events.py`) mean for a move.
+
+    - `move_complete`: journal event -> the field naming the new leader; the controller emits it
+      when a move is complete (with `replicas` as fallback when the field is missing).
+    - `request_phase`: journal event -> (field with seconds since the move request, phase name).
+    - `phase_events`: journal event -> phase prefix; each `<name>_ms` field becomes a phase
+      `<prefix>.<name>`.
+    - `phase_bytes`: `<name>_ms` field -> the field with the bytes that phase moved to or from
+      object storage (counted as the move's object-store bytes).
+    - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
+    """
+
+    move_complete: Mapping[str, str] = field(default_factory=dict)
+    request_phase: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    phase_events: Mapping[str, str] = field(default_factory=dict)
+    phase_bytes: Mapping[str, str] = field(default_factory=dict)
+    background_counters: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SystemProfile:
+    name: str  # the scenario's `system.kind` and `--system`
+    label: str  # for reports: "replication copy (Kafka)"
+    short: str  # for axis ticks: "copy"
+    color: str
+    backend: str  # module exporting BACKEND, loaded by every broker
+    controller_extension: str | None  # module passed to the controller as --extension
+    move_model: str  # move-time model family (bench/analysis/model.py): "copy" | "shared"
+    bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s
+    bandwidth_label: str  # what that cap is called in reports
+    single_owner: bool  # a move names exactly one target broker
+    ack_meaning: str  # what an acknowledgement means (stated in the report)
+    broker_settings: Callable[[Settings], dict[str, str]]  # scenario settings -> Kafka-named settings
+    topic_configs: Callable[[Settings], dict[str, str]]  # scenario settings -> topic configs
+    journal: JournalMeaning = field(default_factory=JournalMeaning)
+    object_store: Service | None = None  # None: the system has no object store
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        return (self.object_store,) if self.object_store is not None else ()

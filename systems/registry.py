@@ -1,0 +1,22 @@
+"""The registry of systems under test: the one place that lists them. Adding a system means a
+package with a `profile.py` and a line here."""
+from __future__ import annotations
+
+from systems.core.profile import SystemProfile
+from systems.replication.profile import PROFILE as _REPLICATION
+from systems.shared.profile import PROFILE as _SHARED
+
+PROFILES: dict[str, SystemProfile] = {p.name: p for p in (_REPLICATION, _SHARED)}
+NAMES: tuple[str, ...] = tuple(PROFILES)
+
+
+class UnknownSystem(KeyError):
+    def __str__(self) -> str:
+        return f"unknown system {self.args[0]!r}; choose one of {', '.join(NAMES)}"
+
+
+def profile(name: str) -> SystemProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UnknownSystem(name) from None

@@ -1,0 +1,46 @@
+"""The shared-storage system's profile (AutoMQ-style: a move hands stream ownership over)."""
+from __future__ import annotations
+
+from systems.core.profile import JournalMeaning, Service, Settings, SystemProfile
+
+
+def broker_settings(s: Settings) -> dict[str, str]:
+    cfg: dict[str, str] = {}
+    if s.get("objstore_bandwidth_bytes_per_s"):
+        cfg["s3.bandwidth.bytes.per.s"] = str(s["objstore_bandwidth_bytes_per_s"])
+    if s.get("wal_batch_interval_ms") is not None:
+        cfg["wal.batch.interval.ms"] = str(int(s["wal_batch_interval_ms"]))
+    if s.get("wal_upload_threshold_bytes") is not None:
+        cfg["wal.upload.threshold.bytes"] = str(s["wal_upload_threshold_bytes"])
+    return cfg
+
+
+def _start_object_store(ctx):
+    from systems.shared.launch import start_object_store  # minio and SeaweedFS only when needed
+
+    return start_object_store(ctx)
+
+
+PROFILE = SystemProfile(
+    name="shared",
+    label="shared storage (AutoMQ-style)",
+    short="shared",
+    color="#2471a3",
+    backend="systems.shared.backend",
+    controller_extension="systems.shared.controller",
+    move_model="shared",
+    bandwidth_param="objstore_bandwidth_bytes_per_s",
+    bandwidth_label="object-store cap",
+    single_owner=True,
+    ack_meaning="after the PUT of the broker's WAL object to object storage returned",
+    broker_settings=broker_settings,
+    topic_configs=lambda s: {},
+    journal=JournalMeaning(
+        move_complete={"shared_move_elected": "to"},
+        request_phase={"shared_move_elected": ("since_request_s", "request_to_elect")},
+        phase_events={"shared_partition_closed": "close", "shared_partition_opened": "open"},
+        phase_bytes={"force_upload_ms": "force_upload_bytes", "replay_ms": "replay_bytes"},
+        background_counters={"shared_upload": "objstore_upload_bytes"},
+    ),
+    object_store=Service("object store", _start_object_store),
+)
