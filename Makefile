@@ -30,10 +30,11 @@ report: $(STAMP)
 	$(PY) -m bench aggregate results
 	$(PY) -m bench report
 
-# Broker throughput and replication benchmarks (pytest-benchmark), recorded in README.
+# Broker throughput, replication and shared-storage benchmarks (pytest-benchmark), recorded in
+# README; the move benchmarks are harness runs (tests/benchmarks/runs.py). About 6 minutes.
 bench-throughput: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_broker_throughput.py tests/benchmarks/test_replication_bench.py \
-		--benchmark-only --benchmark-columns=median,min,max,rounds -q -s
+		tests/benchmarks/test_shared_bench.py --benchmark-only --benchmark-columns=median,min,max,rounds -q -s
 
 # Regression gates: compare with the baseline saved in .benchmarks/, fail if a median is more
 # than 35% slower (this 2-core machine's own run-to-run spread is up to ~30%).

@@ -38,3 +38,25 @@ def make_cluster(tmp_path):
     yield make
     for c in started:
         c.stop()
+
+
+@pytest.fixture
+def run_scenario(tmp_path):
+    """run_scenario(data, overrides=()) -> [(run_dir, summary), ...]: a scenario (a dict as in a
+    YAML file, or a built-in name) run through the harness's own runner and checkers, exactly as
+    `python -m bench run` does, with results under the test's temp dir."""
+    from bench.run.runner import resolve_scenario
+    from bench.run.runner import run_scenario as run
+    from bench.run.scenario import load_scenario, parse_scenario
+
+    count = [0]
+
+    def go(data, overrides=()):
+        count[0] += 1
+        if isinstance(data, str):
+            sc = load_scenario(resolve_scenario(data), list(overrides))
+        else:
+            sc = parse_scenario(data, "<test>", list(overrides))
+        return run(sc, out_dir=tmp_path / f"run-{count[0]}", progress=False)
+
+    return go

@@ -17,6 +17,7 @@ from bench.check import (
     check_unexpected,
     check_unseen,
 )
+from bench.check.summary import build_summary
 from bench.history.store import event_row, read_row, send_row, to_table
 from bench.run.scenario import parse_scenario
 
@@ -309,35 +310,132 @@ def test_bytes_moved():
     assert result["run"]["bytes_moved"] == 1571
 
 
-def test_broker_kill_window_uses_leader_change_events():
-    # kill_broker (action 0) takes t-0 offline: leader -1 at 10.5; restart (action 1) at 15 brings
-    # leader 1 back at 16. No move actions, so move_seconds has nothing to judge.
-    rows = []
-    for k in range(40):
-        ts = k * 0.5
-        if 10 <= ts < 16:
-            rows.append(send_row(k, T0 + ts, producer="p0", topic="t", partition=0, outcome="info",
-                                 error="timeout"))
-        else:
-            rows.append(send_row(k, T0 + ts, producer="p0", topic="t", partition=0, outcome="ok",
-                                 ack_ts=T0 + ts + 0.25))
-    rows += [
-        event_row("action_start", T0 + 10.0, {"action": "kill_broker", "broker": 1, "action_id": 0}),
-        event_row("leader_change", T0 + 10.5, {"topic": "t", "partition": 0, "leader": -1, "action_id": 0}),
-        event_row("action_end", T0 + 10.0, {"action": "kill_broker", "action_id": 0}),
-        event_row("action_start", T0 + 15.0, {"action": "restart_broker", "broker": 1, "action_id": 1}),
-        event_row("leader_change", T0 + 16.0, {"topic": "t", "partition": 0, "leader": 1, "action_id": 1}),
-        event_row("action_end", T0 + 16.0, {"action": "restart_broker", "action_id": 1}),
-    ]
+# --- faults: the outage window runs until the first ack after recovery -----------------------
+
+
+def outage_rows(blocked, until=30.0, partitions=(0,)):
+    """Sends on t-<p> every 0.5 s from 0 to ``until``, acked 0.25 s later; a send invoked inside
+    ``blocked[p] = (lo, hi)`` times out (info)."""
+    rows, mid = [], 0
+    for p in partitions:
+        lo, hi = blocked.get(p, (-1.0, -1.0))
+        for k in range(int(until / 0.5) + 1):
+            ts = k * 0.5
+            if lo <= ts < hi:
+                rows.append(send_row(mid, T0 + ts, producer="p0", topic="t", partition=p, outcome="info",
+                                     error="timeout"))
+            else:
+                rows.append(send_row(mid, T0 + ts, producer="p0", topic="t", partition=p, outcome="ok",
+                                     ack_ts=T0 + ts + 0.25))
+            mid += 1
+    return rows
+
+
+def action(ts, aid, kind, end=None, ok=True, **detail):
+    rows = [event_row("action_start", T0 + ts, {"action": kind, "action_id": aid, **detail})]
+    return rows + [event_row("action_end", T0 + (ts if end is None else end),
+                             {"action": kind, "action_id": aid, "ok": ok})]
+
+
+def test_broker_kill_outage_runs_until_the_first_ack_after_the_restart():
+    # Copy system, replication factor 1: broker 1 (t-0's only replica) killed at 10, leader -1 at
+    # 10.5; restarted at 24, serving (action_end) at 25.5. The client sees leader 1 again at 25.0:
+    # the faulted broker coming back is no failover, the restart's end is the recovery.
+    rows = outage_rows({0: (10.0, 25.5)})
+    rows += action(10.0, 0, "kill_broker", broker=1, partitions=[{"topic": "t", "partition": 0}])
+    rows += [event_row("leader_change", T0 + 10.5, {"topic": "t", "partition": 0, "leader": -1,
+                                                    "source": "client"}),
+             event_row("leader_change", T0 + 25.0, {"topic": "t", "partition": 0, "leader": 1,
+                                                    "source": "client"})]
+    rows += action(24.0, 1, "restart_broker", end=25.5, broker=1)
     table = to_table(rows)
-    assert check_move_seconds(table)["valid"] is True
     assert check_move_seconds(table)["moves"] == []
-    unavailable = check_unavailable_seconds(table)
-    # Last ack before the kill: 9.5 + 0.25 = 9.75; first after: 16.0 + 0.25 = 16.25.
-    assert unavailable["run"]["max_unavailable_seconds"] == pytest.approx(6.5, abs=1e-9)
-    kill = next(w for w in unavailable["actions"] if w["action"] == "kill_broker")
-    assert kill["window"] == [T0 + 9.0, T0 + 15.5]  # ends 5 s after the leader_change at 10.5
-    assert kill["unavailable_seconds"] == pytest.approx(15.5 - 9.75, abs=1e-9)
+    result = check_unavailable_seconds(table)
+    (kill,) = result["actions"]  # the restart has no window of its own
+    assert (kill["action"], kill["broker"], kill["partition"]) == ("kill_broker", 1, 0)
+    assert kill["recovered_by"] == "restart_broker" and kill["recovery_action_id"] == 1
+    assert kill["recovery_ts"] == T0 + 25.5
+    # Last ack before: 9.5 + 0.25; first at or after 25.5: the send at 25.5, acked at 25.75.
+    assert kill["first_ack_ts"] == T0 + 25.75
+    assert kill["window"] == [T0 + 9.0, T0 + 25.75]
+    assert kill["unavailable_seconds"] == pytest.approx(25.75 - 9.75, abs=1e-9)  # not cut after 5 s
+    assert result["run"]["max_unavailable_seconds"] == pytest.approx(16.0, abs=1e-9)
+
+
+def test_broker_kill_outage_ends_at_the_failover():
+    # Shared system: owner 1 of t-0 killed at 10; the client sees leader 2 at 13.5 and acks resume
+    # with the send at 13.5. The controller's own journal said so at 13.0 (not what a client saw),
+    # and broker 1 is restarted much later: the failover is the recovery.
+    rows = outage_rows({0: (10.0, 13.5)})
+    rows += action(10.0, 0, "kill_broker", broker=1, partitions=[{"topic": "t", "partition": 0}])
+    rows += [event_row("leader_change", T0 + 13.0, {"topic": "t", "partition": 0, "leader": 2,
+                                                    "source": "controller"}),
+             event_row("leader_change", T0 + 13.5, {"topic": "t", "partition": 0, "leader": 2,
+                                                    "source": "client"})]
+    rows += action(25.0, 1, "restart_broker", end=26.0, broker=1)
+    (kill,) = check_unavailable_seconds(to_table(rows))["actions"]
+    assert (kill["recovered_by"], kill["new_leader"], kill["recovery_ts"]) == ("leader_change", 2, T0 + 13.5)
+    assert kill["window"] == [T0 + 9.0, T0 + 13.75]
+    assert kill["unavailable_seconds"] == pytest.approx(13.75 - 9.75, abs=1e-9)
+
+
+def test_pause_outage_ends_at_the_resume_of_the_same_broker():
+    # Broker 2 (t-1) frozen at 5 and resumed (action_end) at 9; broker 3 is resumed first, which
+    # is not t-1's recovery; a failed resume would not be one either.
+    rows = outage_rows({1: (5.0, 9.0)}, until=15.0, partitions=(0, 1))
+    rows += action(4.0, 0, "pause_broker", broker=3, partitions=[])
+    rows += action(5.0, 1, "pause_broker", broker=2, partitions=[{"topic": "t", "partition": 1}])
+    rows += action(6.0, 2, "resume_broker", broker=3)
+    rows += action(7.0, 3, "resume_broker", broker=2, ok=False)
+    rows += action(8.5, 4, "resume_broker", end=9.0, broker=2)
+    (pause,) = check_unavailable_seconds(to_table(rows))["actions"]
+    assert (pause["action_id"], pause["partition"]) == (1, 1)
+    assert (pause["recovered_by"], pause["recovery_action_id"]) == ("resume_broker", 4)
+    assert pause["window"] == [T0 + 4.0, T0 + 9.25]
+    assert pause["unavailable_seconds"] == pytest.approx(9.25 - 4.75, abs=1e-9)
+
+
+def test_object_store_outage_covers_every_partition_until_its_restart():
+    # No partitions named: every partition with load is affected. t-0 stalls from 10 to 15,
+    # t-1 from 10 to 14; the store is serving again (action_end) at 14.5.
+    rows = outage_rows({0: (10.0, 15.0), 1: (10.0, 14.0)}, until=20.0, partitions=(0, 1))
+    rows += action(10.0, 0, "stop_object_store")
+    rows += action(14.0, 1, "start_object_store", end=14.5)
+    result = check_unavailable_seconds(to_table(rows))
+    w = {x["partition"]: x for x in result["actions"]}
+    assert sorted(w) == [0, 1] and {x["recovered_by"] for x in w.values()} == {"start_object_store"}
+    assert w[0]["window"] == [T0 + 9.0, T0 + 15.25]  # first t-0 ack at or after 14.5
+    assert w[0]["unavailable_seconds"] == pytest.approx(15.25 - 9.75, abs=1e-9)
+    assert w[1]["window"] == [T0 + 9.0, T0 + 14.75]
+    assert w[1]["unavailable_seconds"] == pytest.approx(14.25 - 9.75, abs=1e-9)
+    limited = parse_scenario({**SCENARIO, "actions": [], "checks": {"max_unavailable_seconds": 5}})
+    assert check_unavailable_seconds(to_table(rows), limited)["valid"] is False
+
+
+def test_fault_without_recovery_runs_to_the_end_of_the_load():
+    rows = outage_rows({0: (10.0, 30.5)})
+    rows += action(10.0, 0, "kill_controller", partitions=[{"topic": "t", "partition": 0}])
+    (w,) = check_unavailable_seconds(to_table(rows))["actions"]
+    assert w["recovered_by"] is None and w["first_ack_ts"] is None
+    assert w["window"] == [T0 + 9.0, T0 + 30.0]  # the last send invocation
+    assert w["unavailable_seconds"] == pytest.approx(30.0 - 9.75, abs=1e-9)
+
+
+def test_summary_outages_per_fault():
+    # A move of t-0 requested at 10 (first ack on the new owner at 13.375) and a pause of
+    # broker 1 at 11: the fault landed mid-move. Broker 1 resumed at 12 (end 12.5).
+    rows = move_rows()
+    rows += action(11.0, 1, "pause_broker", broker=1, partitions=[{"topic": "t", "partition": 0}])
+    rows += action(12.0, 2, "resume_broker", end=12.5, broker=1)
+    summary = build_summary(to_table(rows), None)
+    (out,) = summary["outages"]
+    assert (out["action_id"], out["kind"], out["broker"], out["partitions"]) == (1, "pause_broker", 1, ["t-0"])
+    assert out["during_moves"] == [0]
+    assert (out["recovered_by"], out["recovered_ts"]) == ("resume_broker", T0 + 12.5)
+    assert out["recovery_seconds"] == pytest.approx(1.5)
+    # Window [10, 13.3125] (first ack at or after 12.5); last ack before it 9.75.
+    assert out["unavailable_seconds"] == pytest.approx(13.3125 - 10.0, abs=1e-9)
+    assert out["run_unavailable_seconds"] == pytest.approx(3.5625, abs=1e-9)
 
 
 def test_large_history_is_vectorised():

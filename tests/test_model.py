@@ -108,6 +108,16 @@ def test_projection_sizes_links_and_8_2_tb_over_1_gbit():
     assert all(x["based_on_runs"] for x in rows)
 
 
-def test_human_units():
+def test_human_seconds():
     assert mdl.human_seconds(65600) == "18.2 h" and mdl.human_seconds(0.25) == "250 ms"
-    assert mdl.human_bytes(8.2e12) == "8.2 TB"
+
+
+def test_a_family_without_a_model_is_refused(monkeypatch):
+    from dataclasses import replace
+
+    from systems import registry
+
+    monkeypatch.setitem(registry.PROFILES, "tiered", replace(registry.PROFILES["replication"], name="tiered",
+                                                              move_model="tiered"))
+    with pytest.raises(ValueError, match="no move-time model for the 'tiered' family"):
+        fit_model([MovePoint("tiered", "t", 1.0, 1e6, 1e6, None)], "tiered")

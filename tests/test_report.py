@@ -15,7 +15,8 @@ MiB = 2**20
 def _tables():
     runs, moves, timeline, phases = [], [], [], []
     for i, (system, size) in enumerate([("replication", 4 * MiB), ("replication", 16 * MiB), ("replication", 64 * MiB),
-                                        ("shared", 4 * MiB), ("shared", 64 * MiB)]):
+                                        ("shared", 4 * MiB), ("shared", 64 * MiB),
+                                        ("unknown", 8 * MiB)]):  # stored results of a system no profile has
         key = f"hand/t/{system}-{size}"
         secs = 0.5 + size / (0.9 * 4 * MiB) if system == "replication" else 0.7
         runs.append({"run_key": key, "system": system, "config_key": key, "synthetic": True, "valid": "true",
@@ -29,7 +30,8 @@ def _tables():
                       "bytes_moved": size if system == "replication" else 2 * MiB,
                       "unuploaded_bytes": 2 * MiB if system == "shared" else None,
                       "replication_throttle_bytes_per_s": 4 * MiB if system == "replication" else None,
-                      "objstore_bandwidth_bytes_per_s": 16 * MiB if system == "shared" else None})
+                      "objstore_bandwidth_bytes_per_s": 16 * MiB if system == "shared" else None,
+                      "bandwidth_bytes_per_s": {"replication": 4 * MiB, "shared": 16 * MiB}.get(system)})
         for b in range(-10, 40):
             timeline.append({"run_key": key, "system": system, "bin": b, "t_rel_s": b * 0.5, "bin_s": 0.5, "sent": 50,
                              "acked": 50, "fail": 0, "info": 0, "acks_per_s": 100.0, "p50_ms": 3.0, "p99_ms": 9.0})
@@ -38,8 +40,11 @@ def _tables():
                         "bytes": 2 * MiB},
                        {"run_key": key, "system": system, "action_id": "0", "phase": "open", "seconds": 0.4,
                         "bytes": 0}]
+    configs = [{"config_key": "hand", "runs": len(runs), "move_seconds_median": 1160.4, "unavailable_seconds_max": 0.4,
+                "partition_bytes_median": 39_636_172, "bytes_moved_median": 64 * MiB, "before_p99_ms": 9.0,
+                "during_p99_ms": 12345.0, "all_valid": "true"}]
     t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
-         "configs": []}
+         "configs": configs}
     _, model_tables = fit_models(moves)
     t.update(model_tables)
     return t
@@ -56,13 +61,18 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
     assert len(imgs) == 6 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
     assert "src='figures" not in html and "SYNTHETIC" in html
-    for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "unavailable_seconds", "shared_phases",
+    for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "unavailable_seconds", "move_phases",
                  "projection"):
         assert (out["figures"] / f"{name}.png").stat().st_size > 5000
         assert f"figures/{name}.png" in md
     captions = re.findall(r"^\*(.+)\*$", md, re.M)
     assert len(captions) == 6 and all("run(s)" in c for c in captions)
     assert "8.2 TB" in md and "Held-out" in md and "Safety verdicts" in md
+    # Labels come from the profiles; a system without one keeps its name.
+    assert "**replication copy (Kafka)**: 3 measured move(s)" in md
+    assert "**shared storage (AutoMQ-style)**: 2 measured move(s)" in md and "**unknown**: 1 measured move(s)" in md
+    assert "| hand | 6 | 1160 | 0.4 | 37.8 MiB | 64 MiB | 9 | 12345 | true |" in md  # never 1.16e+03
+    assert not re.search(r"\de\+\d", md)
 
 
 def test_missing_aggregate_is_a_clear_error(tmp_path):

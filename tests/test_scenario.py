@@ -7,9 +7,7 @@ import yaml
 from bench.run.scenario import (
     ScenarioError,
     expand,
-    format_bytes,
     load_scenario,
-    parse_bytes,
     parse_scenario,
 )
 
@@ -228,14 +226,3 @@ def test_models_are_frozen():
     sc = load_scenario(REASSIGN_ONE)
     with pytest.raises(Exception):
         sc.system.brokers = 5
-
-
-def test_byte_sizes():
-    assert parse_bytes("256MiB") == 256 * 2**20
-    assert parse_bytes("1.5 GiB") == 3 * 2**29
-    assert parse_bytes("100MB") == 100_000_000
-    assert parse_bytes(4096) == 4096
-    for bad in ("12 parsecs", "4k", "0.5B", True):
-        with pytest.raises(ValueError):
-            parse_bytes(bad)
-    assert format_bytes(64 * 2**20) == "64MiB" and format_bytes(1000) == "1000B"

@@ -6,7 +6,7 @@ define (bench/check/): ``move_seconds``, ``unavailable_seconds``, produce latenc
 before / during / after each action (from raw samples; pooled per configuration, never averaged),
 error counts; plus a produce timeline for the report. ``bytes_moved`` and move phases come from
 the (few) event rows, which are the only rows brought to the driver; action windows are rebuilt
-from them with the checkers' own :class:`~bench.checkers.HistoryView` so both agree.
+from them with the checkers' own :class:`~bench.check.view.HistoryView` so both agree.
 
 Outputs under ``--out`` (default ``results/aggregate/``): one Parquet and one CSV file per table
 (see :data:`TABLES`), ``model.json`` and ``summary.md``. Quantiles: ``approx`` (default) is Spark's
@@ -39,6 +39,8 @@ from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
 from bench.run.scenario import MOVE_ACTIONS
+from bench.units import MISSING, format_bytes, parse_bytes
+from systems.registry import PROFILES
 
 DEFAULT_OUT = Path("results/aggregate")
 APPROX_ACCURACY = 100_000
@@ -63,7 +65,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("run_key", STR), ("run_id", STR), ("run_dir", STR), ("scenario", STR), ("system", STR),
         ("config_key", STR), ("synthetic", BOOL), ("started_at", STR), ("duration_s", F64), ("git_commit", STR),
         ("prefill_bytes_per_partition", F64), ("replication_throttle_bytes_per_s", F64),
-        ("objstore_bandwidth_bytes_per_s", F64), ("message_bytes", F64),
+        ("objstore_bandwidth_bytes_per_s", F64), ("bandwidth_bytes_per_s", F64), ("message_bytes", F64),
         ("produce_rate_msgs_per_s", F64), ("brokers", I64),
         ("history_rows", I64), ("sends", I64), ("acked", I64), ("send_fail", I64), ("send_info", I64),
         ("reads", I64), ("events", I64), ("malformed_events", I64),
@@ -86,7 +88,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("bytes_moved_inter_broker", F64), ("bytes_moved_objstore", F64), ("bytes_moved", F64),
         ("bytes_source", STR), ("unuploaded_bytes", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
-        ("phases_json", STR),
+        ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
@@ -103,7 +105,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
     "configs": [
         ("config_key", STR), ("scenario", STR), ("system", STR), ("prefill_bytes_per_partition", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
-        ("runs", I64), ("run_keys", STR), ("moves", I64), ("move_seconds_median", F64),
+        ("bandwidth_bytes_per_s", F64), ("runs", I64), ("run_keys", STR), ("moves", I64), ("move_seconds_median", F64),
         ("move_seconds_min", F64), ("move_seconds_max", F64), ("move_seconds_stdev", F64),
         ("unavailable_seconds_median", F64), ("unavailable_seconds_max", F64),
         ("partition_bytes_median", F64), ("bytes_moved_median", F64),
@@ -195,14 +197,18 @@ class Run:
         sc = self.scenario
         if sc is None:
             return None
-        return {
-            "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
-            "replication_throttle_bytes_per_s": sc.system.replication_throttle_bytes_per_s,
-            "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
-            "message_bytes": sc.workload.message_bytes,
-            "produce_rate_msgs_per_s": sc.workload.produce_rate_msgs_per_s,
-            "brokers": sc.system.brokers,
-        }.get(name)
+        if name == "prefill_bytes_per_partition":
+            return sc.prefill.bytes_per_partition
+        if name in ("message_bytes", "produce_rate_msgs_per_s"):
+            return getattr(sc.workload, name)
+        return getattr(sc.system, name, None)  # brokers and the systems' settings
+
+    @property
+    def bandwidth(self) -> Any:
+        """The run's cap on a move's bytes/s: the setting its profile names (None: uncapped, or a
+        system no profile describes)."""
+        p = PROFILES.get(self.system)
+        return self.param(p.bandwidth_param) if p is not None and p.bandwidth_param else None
 
 
 def history_files(run_dir: Path) -> list[Path]:
@@ -267,28 +273,25 @@ def _load_scenario(path: Path, warnings: list[str]) -> Any:
         return None
 
 
-def _fmt_b(v: Any) -> str:
+def _fmt_b(v: Any, per_s: bool = False) -> str:
     if v is None:
         return "none"
-    from bench.run.scenario import format_bytes
-
     try:
-        return format_bytes(int(v))
+        return format_bytes(parse_bytes(v), exact=True) + "/s" * per_s  # exact: never merge two sizes
     except (TypeError, ValueError):
         return str(v)
 
 
 def config_key(run: Run) -> str:
     """Runs with the same scenario, system and sweep parameters are repeats of one configuration."""
-    parts = [str(run.summary.get("scenario") or (run.scenario.name if run.scenario else "?")), run.system,
-             f"prefill={_fmt_b(run.param('prefill_bytes_per_partition'))}"]
-    if run.system == "replication":
-        parts.append(f"throttle={_fmt_b(run.param('replication_throttle_bytes_per_s'))}" + "/s" * bool(run.param('replication_throttle_bytes_per_s')))
-    elif run.system == "shared":
-        parts.append(f"objstore={_fmt_b(run.param('objstore_bandwidth_bytes_per_s'))}" + "/s" * bool(run.param('objstore_bandwidth_bytes_per_s')))
-    parts += [f"msg={_fmt_b(run.param('message_bytes'))}", f"rate={run.param('produce_rate_msgs_per_s')}/s",
-              f"brokers={run.param('brokers')}"]
-    return " ".join(parts)
+    name = str(run.summary.get("scenario") or (run.scenario.name if run.scenario else "?"))
+    parts = [f"prefill {_fmt_b(run.param('prefill_bytes_per_partition'))}"]
+    p = PROFILES.get(run.system)
+    if p is not None and p.bandwidth_param:
+        parts.append(f"{p.bandwidth_label} {_fmt_b(run.bandwidth, per_s=True)}")
+    parts += [f"msg {_fmt_b(run.param('message_bytes'))}", f"rate {run.param('produce_rate_msgs_per_s')}/s",
+              f"brokers {run.param('brokers')}"]
+    return f"{name} {run.system}: " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -824,7 +827,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
         moved = None if ib is None and ob is None else float(ib or 0) + float(ob or 0)
         ph = phases.get((m["run_idx"], m["action_id"]), {})
         unupl = _unuploaded_from_phases(ph) if single else None
-        if unupl is None and r.system == "shared":
+        if unupl is None and mdl.family(r.system) == mdl.HANDOVER_MODEL:
             unupl = float(ob) if ob is not None else None
         rows.append({
             "run_key": r.run_key, "system": r.system, "config_key": r.config_key, "action_id": m["action_id"],
@@ -838,6 +841,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             "unuploaded_bytes": unupl,
             "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
+            "bandwidth_bytes_per_s": r.bandwidth,
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
@@ -871,6 +875,7 @@ def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
             **{p: r.param(p) for p in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s",
                                        "objstore_bandwidth_bytes_per_s", "message_bytes",
                                        "produce_rate_msgs_per_s", "brokers")},
+            "bandwidth_bytes_per_s": r.bandwidth,
             **{k: st.get(k) for k in ("history_rows", "sends", "acked", "send_fail", "send_info", "reads", "events",
                                       "load_start", "load_end", "latency_count", "latency_p50_ms", "latency_p99_ms",
                                       "latency_p999_ms", "latency_max_ms", "timeline_t0", "timeline_bin_s")},
@@ -899,14 +904,16 @@ def move_points(moves: Iterable[dict[str, Any]]) -> list[mdl.MovePoint]:
     for m in moves:
         if m.get("move_seconds") is None or m.get("partition_bytes") is None:
             continue
-        if m["system"] == mdl.COPY:
-            travel, bw = m["partition_bytes"], m.get("replication_throttle_bytes_per_s")
-        elif m["system"] == mdl.SHARED:
-            travel, bw = m.get("unuploaded_bytes"), m.get("objstore_bandwidth_bytes_per_s")
+        family = mdl.family(m["system"])
+        if family == mdl.COPY_MODEL:
+            travel = m["partition_bytes"]
+        elif family == mdl.HANDOVER_MODEL:
+            travel = m.get("unuploaded_bytes")
             if travel is None:
                 continue
-        else:
+        else:  # a system no move model describes
             continue
+        bw = m.get("bandwidth_bytes_per_s")
         pts.append(mdl.MovePoint(m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
                                  float(travel), float(bw) if bw else None))
     return pts
@@ -918,7 +925,7 @@ def fit_models(moves: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, l
     models: dict[str, mdl.MoveModel] = {}
     fit_rows, val_rows = [], []
     notes: dict[str, str] = {}
-    for system in (mdl.COPY, mdl.SHARED):
+    for system in PROFILES:
         try:
             models[system] = mdl.fit_model(pts, system)
             fit_rows.append(models[system].to_row())
@@ -968,7 +975,7 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
             "prefill_bytes_per_partition": r0.param("prefill_bytes_per_partition"),
             "replication_throttle_bytes_per_s": r0.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r0.param("objstore_bandwidth_bytes_per_s"),
-            "runs": len(rs), "run_keys": ",".join(sorted(keys)), "moves": len(mv),
+            "bandwidth_bytes_per_s": r0.bandwidth, "runs": len(rs), "run_keys": ",".join(sorted(keys)), "moves": len(mv),
             "move_seconds_median": _med(secs), "move_seconds_min": min(secs) if secs else None,
             "move_seconds_max": max(secs) if secs else None,
             "move_seconds_stdev": statistics.stdev(secs) if len(secs) >= 2 else None,
@@ -1000,10 +1007,17 @@ def write_outputs(res: AggregateResult) -> None:
     (out / "summary.md").write_text(summary_markdown(res), encoding="utf-8")
 
 
-def _f(x: Any, fmt: str = "{:.3g}") -> str:
+def fmt_num(x: Any) -> str:
+    """A number for a table: 3 significant digits, whole from 1000 up (1160, never 1.16e+03)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return fmt.format(x) if isinstance(x, (int, float)) else str(x)
+        return MISSING
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return str(x)
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _rate(bytes_per_s: Any) -> str:
+    return MISSING if bytes_per_s is None else f"{format_bytes(bytes_per_s)}/s"
 
 
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -1018,29 +1032,32 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
     if tables["model_fit"]:
         parts.append(md_table(
             ["system", "mode", "fixed cost (s)", "slope", "efficiency", "R²", "RMSE (s)", "n", "runs"],
-            [[m["system"], m["mode"], f"{_f(m['fixed_s'])} ± {_f(m['fixed_se'])}",
-              f"{_f(m['slope'])} ± {_f(m['slope_se'])}" if m["slope_fitted"] else "1 (held)",
-              _f(m["efficiency"]) if m["efficiency"] is not None else _f(m["effective_rate_bytes_per_s"], "{:.3g} B/s"),
-              _f(m["r2"]), _f(m["rmse_s"]), m["n"], m["runs"]] for m in tables["model_fit"]]))
+            [[m["system"], m["mode"], f"{fmt_num(m['fixed_s'])} ± {fmt_num(m['fixed_se'])}",
+              f"{fmt_num(m['slope'])} ± {fmt_num(m['slope_se'])}" if m["slope_fitted"] else "1 (held)",
+              fmt_num(m["efficiency"]) if m["efficiency"] is not None
+              else _rate(m["effective_rate_bytes_per_s"]),
+              fmt_num(m["r2"]), fmt_num(m["rmse_s"]), m["n"], m["runs"]] for m in tables["model_fit"]]))
         parts += [""] + [f"- **{m['system']}**: {m['assumptions']}" for m in tables["model_fit"]]
     for s, n in (notes or {}).items():
         parts.append(f"- **{s}**: not fitted ({n}).")
     parts += ["", "### Held-out check (fit on the smaller sizes, predict the largest)", ""]
     if tables["model_validation"]:
         parts.append(md_table(
-            ["system", "status", "train sizes (bytes)", "held-out run", "size (bytes)", "measured (s)",
+            ["system", "status", "train sizes", "held-out run", "size", "measured (s)",
              "predicted (s)", "error %", "within target"],
-            [[v["system"], v["status"] + (f" ({v['reason']})" if v.get("reason") else ""), v.get("train_sizes") or "–",
-              v.get("run_key") or "–", _f(v.get("partition_bytes"), "{:.0f}"), _f(v.get("measured_s")),
-              _f(v.get("predicted_s")), _f(v.get("error_pct"), "{:+.1f}"),
-              "–" if v.get("within_target") is None else ("yes" if v["within_target"] else "NO")]
+            [[v["system"], v["status"] + (f" ({v['reason']})" if v.get("reason") else ""),
+              ", ".join(format_bytes(float(x)) for x in (v.get("train_sizes") or "").split(",") if x) or MISSING,
+              v.get("run_key") or MISSING, format_bytes(v.get("partition_bytes")), fmt_num(v.get("measured_s")),
+              fmt_num(v.get("predicted_s")),
+              MISSING if v.get("error_pct") is None else f"{v['error_pct']:+.1f}",
+              MISSING if v.get("within_target") is None else ("yes" if v["within_target"] else "NO")]
              for v in tables["model_validation"]]))
     else:
         parts.append("No measured moves to validate.")
     parts += ["", "### Projection to TB-scale partitions", ""]
     if tables["projection"]:
         sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
-        systems = sorted({p["system"] for p in tables["projection"]})
+        systems = [s for s in PROFILES if any(p["system"] == s for p in tables["projection"])]
         rows = []
         for gbit in mdl.PROJECTION_LINKS_GBIT:
             for lbl in sizes:
@@ -1048,7 +1065,7 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
                 for s in systems:
                     p = next((x for x in tables["projection"] if x["system"] == s and x["link_gbit_s"] == gbit
                               and x["size_label"] == lbl), None)
-                    row += [p["move_time"] if p else "–", mdl.human_bytes(p["bytes_moved"]) if p else "–"]
+                    row += [p["move_time"] if p else MISSING, format_bytes(p["bytes_moved"]) if p else MISSING]
                 rows.append(row)
         parts.append(md_table(["link", "partition"] + [f"{s} {c}" for s in systems for c in ("move time", "bytes moved")],
                               rows))
@@ -1075,20 +1092,22 @@ def summary_markdown(res: AggregateResult) -> str:
     lines += ["## Configurations", "", md_table(
         ["configuration", "runs", "move s (median)", "min–max", "unavailable s (max)", "partition bytes",
          "bytes moved", "p99 before (ms)", "p99 during (ms)", "valid"],
-        [[c["config_key"], c["runs"], _f(c["move_seconds_median"]),
-          f"{_f(c['move_seconds_min'])}–{_f(c['move_seconds_max'])}", _f(c["unavailable_seconds_max"]),
-          mdl.human_bytes(c["partition_bytes_median"]), mdl.human_bytes(c["bytes_moved_median"]),
-          _f(c["before_p99_ms"]), _f(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]), ""]
+        [[c["config_key"], c["runs"], fmt_num(c["move_seconds_median"]),
+          f"{fmt_num(c['move_seconds_min'])}–{fmt_num(c['move_seconds_max'])}", fmt_num(c["unavailable_seconds_max"]),
+          format_bytes(c["partition_bytes_median"]), format_bytes(c["bytes_moved_median"]),
+          fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]), ""]
     lines += ["## Runs", "", md_table(
         ["run", "system", "sends", "acked", "fail", "info", "p99 ms", "max move s", "max unavailable s", "valid",
          "failed checks"],
-        [[r["run_key"], r["system"], r["sends"], r["acked"], r["send_fail"], r["send_info"], _f(r["latency_p99_ms"]),
-          _f(r["max_move_seconds"]), _f(r["max_unavailable_seconds"]), r["valid"], r["failed_checks"] or ""]
+        [[r["run_key"], r["system"], r["sends"], r["acked"], r["send_fail"], r["send_info"], fmt_num(r["latency_p99_ms"]),
+          fmt_num(r["max_move_seconds"]), fmt_num(r["max_unavailable_seconds"]), r["valid"], r["failed_checks"] or ""]
          for r in t["runs"]]), ""]
     lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
     lines += ["", "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["AggregateError", "DEFAULT_OUT", "TABLES", "aggregate", "config_table", "discover_runs",
-           "fit_models", "model_markdown", "move_points", "spark_session", "summary_markdown"]
+__all__ = [
+    "DEFAULT_OUT", "TABLES", "AggregateError", "aggregate", "config_table", "discover_runs", "fit_models",
+    "fmt_num", "md_table", "model_markdown", "move_points", "spark_session", "summary_markdown",
+]

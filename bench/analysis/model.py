@@ -3,19 +3,19 @@
 Pure Python + numpy: no Spark, no files. The aggregation (:mod:`bench.analysis.aggregate`) feeds it one
 :class:`MovePoint` per measured partition move and writes what it returns as tables.
 
-Models (one per system, ordinary least squares, constants reported with their standard errors):
+Models: one fit per system, of the family its profile names (``SystemProfile.move_model``);
+ordinary least squares, constants reported with their standard errors. ``bandwidth`` is the run's
+value of the profile's ``bandwidth_param`` (the setting that caps a move's bytes/s).
 
-* **copy** (``replication``): ``move_seconds = fixed_s + slope * partition_bytes / bandwidth``
-  where ``bandwidth`` is the run's ``replication_throttle_bytes_per_s``. ``efficiency = 1 / slope``
-  is the share of the cap the copy achieves; the *effective replication rate* is
-  ``efficiency * bandwidth``. If no run states a throttle, the fit is absolute:
+* **copy** family: ``move_seconds = fixed_s + slope * partition_bytes / bandwidth``.
+  ``efficiency = 1 / slope`` is the share of the cap the copy achieves; the *effective rate* is
+  ``efficiency * bandwidth``. If no run states a bandwidth, the fit is absolute:
   ``move_seconds = fixed_s + partition_bytes / effective_rate`` (slope in s/byte).
-* **shared** (``shared``): ``move_seconds = fixed_s + slope * unuploaded_bytes / bandwidth`` where
-  ``bandwidth`` is the run's ``objstore_bandwidth_bytes_per_s`` (absolute in bytes if no run states
-  one). The unuploaded tail rarely varies enough to identify a slope; then (``x`` spread < 5 % of its
-  maximum, or fewer than two distinct ``x``) the model keeps ``slope = 1`` (the tail leaves at the
-  full bandwidth; absolute mode: at the projection link's speed) and fits only ``fixed_s`` — stated
-  in ``assumptions``.
+* **shared** family: ``move_seconds = fixed_s + slope * unuploaded_bytes / bandwidth`` (absolute in
+  bytes if no run states a bandwidth). The unuploaded tail rarely varies enough to identify a slope;
+  then (``x`` spread < 5 % of its maximum, or fewer than two distinct ``x``) the model keeps
+  ``slope = 1`` (the tail leaves at the full bandwidth; absolute mode: at the projection link's
+  speed) and fits only ``fixed_s`` — stated in ``assumptions``.
 
 Held-out check: fit on the points whose ``partition_bytes`` is below the largest measured size,
 predict the points at the largest size, report ``error_pct = (predicted - measured) / measured``.
@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.units import format_bytes
+from systems.registry import PROFILES, profile
+
 GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
 PROJECTION_SIZES: tuple[tuple[str, int], ...] = (
     ("1 GB", 10**9), ("100 GB", 10**11), ("1 TB", 10**12), ("8.2 TB", 82 * 10**11),
@@ -40,19 +43,28 @@ PROJECTION_LINKS_GBIT: tuple[float, ...] = (1.0, 10.0)
 HELD_OUT_TARGET_PCT = 15.0  # issue 6: the copy model must predict the largest size within 15 %
 FLAT_X_SPREAD = 0.05  # x spread (relative to max) below which a slope is not identifiable
 
-COPY, SHARED = "replication", "shared"
+# Move-model families (a profile's `move_model`): what a move has to carry.
+COPY_MODEL = "copy"  # the whole partition, between brokers
+HANDOVER_MODEL = "handover"  # only the tail not yet in object storage; then ownership moves
+_TRAVEL = {COPY_MODEL: "partition bytes", HANDOVER_MODEL: "unuploaded bytes"}  # x of each family's fit
+
+
+def family(system: str) -> str | None:
+    """The move-model family of a system, None for a system no profile describes."""
+    p = PROFILES.get(system)
+    return p.move_model if p is not None else None
 
 
 @dataclass(frozen=True)
 class MovePoint:
     """One measured partition move."""
 
-    system: str  # "replication" | "shared"
+    system: str  # a registered system's name
     run_key: str
     move_seconds: float
     partition_bytes: float  # size of the partition when it moved
-    bytes_to_travel: float  # copy: partition bytes; shared: unuploaded tail bytes
-    bandwidth_bytes_per_s: float | None  # copy: replication throttle; shared: object-store cap
+    bytes_to_travel: float  # copy family: partition bytes; shared family: unuploaded tail bytes
+    bandwidth_bytes_per_s: float | None  # the run's bandwidth_param (throttle, object-store cap)
 
 
 @dataclass
@@ -104,7 +116,7 @@ class MoveModel:
     n: int
     runs: list[str]
     cov: list[list[float]] | None = None
-    unuploaded_bytes: float | None = None  # shared: typical tail (median of the points)
+    unuploaded_bytes: float | None = None  # shared family: typical tail (median of the points)
     assumptions: list[str] = field(default_factory=list)
 
     @property
@@ -170,6 +182,9 @@ def _x(points: list[MovePoint], normalised: bool) -> np.ndarray:
 
 def fit_model(points: list[MovePoint], system: str) -> MoveModel:
     """Fit one system's model. Points of other systems and without move_seconds are ignored."""
+    prof = profile(system)
+    if prof.move_model not in _TRAVEL:
+        raise ValueError(f"no move-time model for the {prof.move_model!r} family")
     pts = [p for p in points if p.system == system and p.move_seconds is not None
            and math.isfinite(p.move_seconds) and p.bytes_to_travel is not None]
     if not pts:
@@ -180,8 +195,8 @@ def fit_model(points: list[MovePoint], system: str) -> MoveModel:
         pts = with_bw
     x, y = _x(pts, normalised), np.array([p.move_seconds for p in pts], dtype=float)
     runs = sorted({p.run_key for p in pts})
-    what = "partition bytes" if system == COPY else "unuploaded bytes"
-    cap = "replication throttle" if system == COPY else "object-store bandwidth cap"
+    what = _TRAVEL[prof.move_model]
+    cap = f"{prof.bandwidth_label} ({prof.bandwidth_param})" if prof.bandwidth_param else prof.bandwidth_label
     assumptions = []
     if normalised:
         assumptions.append(f"x = {what} / the run's {cap}; slope = 1/efficiency.")
@@ -190,7 +205,7 @@ def fit_model(points: list[MovePoint], system: str) -> MoveModel:
     else:
         assumptions.append(f"No run states a {cap}: x = {what}, slope = 1/effective rate.")
     spread_ok = x.size >= 2 and np.ptp(x) > 0 and np.ptp(x) >= FLAT_X_SPREAD * float(np.max(np.abs(x)))
-    tail = float(np.median([p.bytes_to_travel for p in pts])) if system == SHARED else None
+    tail = float(np.median([p.bytes_to_travel for p in pts])) if prof.move_model == HANDOVER_MODEL else None
     if spread_ok:
         f = fit_linear(x, y)
     if spread_ok and f.slope <= 0:
@@ -227,7 +242,8 @@ def held_out(points: list[MovePoint], system: str) -> dict[str, Any]:
     pts = [p for p in points if p.system == system and p.move_seconds is not None
            and math.isfinite(p.move_seconds)]
     sizes = sorted({p.partition_bytes for p in pts})
-    out: dict[str, Any] = {"system": system, "target_pct": HELD_OUT_TARGET_PCT if system == COPY else None,
+    copy = family(system) == COPY_MODEL
+    out: dict[str, Any] = {"system": system, "target_pct": HELD_OUT_TARGET_PCT if copy else None,
                            "train_sizes": sizes[:-1], "test_size": sizes[-1] if sizes else None,
                            "rows": [], "train_runs": []}
     if len(sizes) < 2:
@@ -240,7 +256,7 @@ def held_out(points: list[MovePoint], system: str) -> dict[str, Any]:
         model = fit_model(train, system)
     except ValueError as exc:
         return {**out, "status": "insufficient", "reason": str(exc)}
-    if system == COPY and not model.slope_fitted:
+    if copy and not model.slope_fitted:
         return {**out, "status": "insufficient",
                 "reason": "the smaller sizes do not span enough bytes/bandwidth to fit a slope"}
     rows = []
@@ -263,21 +279,19 @@ def held_out(points: list[MovePoint], system: str) -> dict[str, Any]:
 def project(models: dict[str, MoveModel], copy_replicas_added: int = 1) -> list[dict[str, Any]]:
     """Move time and bytes moved for the projection sizes and links, every fitted system."""
     rows = []
-    for system in (COPY, SHARED):
-        m = models.get(system)
-        if m is None:
-            continue
+    for system, m in models.items():
+        copy = family(system) == COPY_MODEL
         for gbit in PROJECTION_LINKS_GBIT:
             bw = gbit * GBIT_BYTES_PER_S
             for label, size in PROJECTION_SIZES:
-                if system == COPY:
+                if copy:
                     travel = float(size)
                     moved = float(size) * copy_replicas_added
                     note = f"copies the whole partition to {copy_replicas_added} new replica(s) at {gbit:g} Gbit/s x efficiency"
                 else:
                     travel = float(m.unuploaded_bytes or 0.0)
                     moved = travel
-                    note = (f"uploads the unuploaded tail ({travel / 1e6:.1f} MB, the median measured) at "
+                    note = (f"uploads the unuploaded tail ({format_bytes(travel)}, the median measured) at "
                             f"{gbit:g} Gbit/s; independent of partition size")
                 t, se = m.predict_with_se(travel, bw)
                 rows.append({"system": system, "link_gbit_s": gbit, "link_bytes_per_s": bw,
@@ -301,17 +315,8 @@ def human_seconds(s: float | None) -> str:
     return f"{s / 86400:.1f} d"
 
 
-def human_bytes(b: float | None) -> str:
-    if b is None or not math.isfinite(b):
-        return "n/a"
-    for unit, mult in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= mult:
-            return f"{b / mult:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
 __all__ = [
-    "COPY", "GBIT_BYTES_PER_S", "HELD_OUT_TARGET_PCT", "LinearFit", "MoveModel", "MovePoint",
-    "PROJECTION_LINKS_GBIT", "PROJECTION_SIZES", "SHARED", "fit_linear", "fit_model", "held_out",
-    "human_bytes", "human_seconds", "project",
+    "COPY_MODEL", "GBIT_BYTES_PER_S", "HELD_OUT_TARGET_PCT", "PROJECTION_LINKS_GBIT", "PROJECTION_SIZES",
+    "HANDOVER_MODEL", "LinearFit", "MoveModel", "MovePoint", "family", "fit_linear", "fit_model", "held_out",
+    "human_seconds", "project",
 ]

@@ -23,12 +23,33 @@ import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
-from bench.analysis.aggregate import TABLES, md_table, model_markdown
+from bench.analysis.aggregate import TABLES, fmt_num, md_table, model_markdown
+from bench.units import format_bytes
+from systems.registry import PROFILES
 
 DEFAULT_REPORT = Path("results/report")
-COLORS = {"replication": "#c0392b", "shared": "#2471a3", "unknown": "#7f8c8d"}
-LABELS = {"replication": "replication copy (Kafka)", "shared": "shared storage (AutoMQ-style)"}
-MiB = 2**20
+UNKNOWN_COLOR = "#7f8c8d"  # a system in stored results that no profile describes
+
+
+def _label(system: str) -> str:
+    p = PROFILES.get(system)
+    return p.label if p is not None else system
+
+
+def _short(system: str) -> str:
+    p = PROFILES.get(system)
+    return p.short if p is not None else system
+
+
+def _color(system: str) -> str:
+    p = PROFILES.get(system)
+    return p.color if p is not None else UNKNOWN_COLOR
+
+
+def _systems(rows: list[dict[str, Any]]) -> list[str]:
+    """The systems in ``rows``: registered ones in registry order, then any others by name."""
+    present = {r["system"] for r in rows}
+    return [s for s in PROFILES if s in present] + sorted(present - set(PROFILES))
 
 
 class ReportError(Exception):
@@ -130,11 +151,21 @@ def _time_ticks(ax, lo: float, hi: float) -> None:
 
 
 def _bytes_fmt(v, _pos=None) -> str:
-    return mdl.human_bytes(v)
+    return format_bytes(v)
 
 
-def _secs_fmt(v, _pos=None) -> str:
-    return mdl.human_seconds(v)
+def _byte_ticks(axis, lo: float, hi: float, log: bool) -> None:
+    """A bytes axis ticked at powers of two (log scale) or at multiples of one (linear), so every
+    label is a whole binary unit; at most about 8 ticks."""
+    from matplotlib.ticker import FixedLocator, MultipleLocator, NullFormatter
+
+    if log:
+        ks = range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)
+        axis.set_major_locator(FixedLocator([2.0**k for k in ks][::max(1, math.ceil(len(ks) / 8))]))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_major_locator(MultipleLocator(2.0 ** math.ceil(math.log2(max(hi, 1) / 8))))
+    axis.set_major_formatter(_fmt_obj(_bytes_fmt))
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,36 +186,35 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     lo, hi = min(xs_all) / 1.5, max(xs_all) * 1.5
     grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
     markers = ["o", "s", "^", "D", "v", "P"]
-    for system in ("replication", "shared"):
+    for system in _systems(moves):
         ms = [m for m in moves if m["system"] == system]
-        if not ms:
-            continue
-        bwcol = "replication_throttle_bytes_per_s" if system == "replication" else "objstore_bandwidth_bytes_per_s"
-        bws = sorted({m[bwcol] for m in ms}, key=lambda b: (b is None, b or 0))
+        p = PROFILES.get(system)
+        bws = sorted({m["bandwidth_bytes_per_s"] for m in ms}, key=lambda b: (b is None, b or 0))
         for i, bw in enumerate(bws):
-            sel = [m for m in ms if m[bwcol] == bw]
-            cap = "no cap" if bw is None else f"{bw / MiB:g} MiB/s"
-            name = "throttle" if system == "replication" else "object-store cap"
+            sel = [m for m in ms if m["bandwidth_bytes_per_s"] == bw]
+            cap = ""
+            if p is not None and p.bandwidth_param:
+                cap = f", {p.bandwidth_label} " + ("none" if bw is None else f"{format_bytes(bw)}/s")
             ax.scatter([m["partition_bytes"] for m in sel], [m["move_seconds"] for m in sel], s=36,
-                       marker=markers[i % len(markers)], color=COLORS[system], alpha=0.85, zorder=3,
-                       label=f"{LABELS[system]}, {name} {cap} (measured)")
+                       marker=markers[i % len(markers)], color=_color(system), alpha=0.85, zorder=3,
+                       label=f"{_label(system)}{cap} (measured)")
             f = fits.get(system)
             if f is None:
                 continue
             model = _model_from_row(f)
             try:
-                if system == "replication":
+                if mdl.family(system) == mdl.COPY_MODEL:
                     ys = [model.predict(x, bw) for x in grid]
                 else:
                     ys = [model.predict(f["unuploaded_bytes"] or 0.0, bw) for _ in grid]
             except ValueError:
                 continue
-            ax.plot(grid, ys, color=COLORS[system], lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
-                    label=f"{system} fit ({cap})")
+            ax.plot(grid, ys, color=_color(system), lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
+                    label=f"{_short(system)} fit{cap}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    _nice_log_ticks(ax, "x", lo, hi, _bytes_fmt)
+    _byte_ticks(ax.xaxis, lo, hi, log=True)
     y0, y1 = ax.get_ylim()
     _nice_log_ticks(ax, "y", y0, y1, lambda v, _p: f"{v:g}")
     ax.set_xlabel("partition size when moved (bytes, log scale)")
@@ -192,8 +222,8 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.set_title("Move time vs partition size: measured moves and fitted models")
     ax.legend(loc="upper left", fontsize=8)
     cap = ("Each point is one partition move (request to first ack served by the new owner). Lines: the fitted "
-           "models (copy: fixed + bytes/(efficiency x throttle); shared: fixed + unuploaded tail / object-store "
-           "bandwidth). From " + _short_runs(runs) + ".")
+           "models (copy family: fixed + bytes/(efficiency x bandwidth cap); shared family: fixed + unuploaded "
+           "tail / bandwidth cap). From " + _short_runs(runs) + ".")
     return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
 
 
@@ -213,17 +243,18 @@ def fig_bytes_moved(t) -> Figure:
     moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
     fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.5))
     x = list(range(len(moves)))
-    ib = [(m["bytes_moved_inter_broker"] or 0) / 1e6 for m in moves]
-    ob = [(m["bytes_moved_objstore"] or 0) / 1e6 for m in moves]
+    ib = [m["bytes_moved_inter_broker"] or 0 for m in moves]
+    ob = [m["bytes_moved_objstore"] or 0 for m in moves]
     ax.bar(x, ib, color="#e67e22", label="inter-broker copy")
     ax.bar(x, ob, bottom=ib, color="#5dade2", label="object storage (upload/read)")
-    pb = [(m["partition_bytes"] or 0) / 1e6 for m in moves]
+    pb = [m["partition_bytes"] or 0 for m in moves]
     ax.scatter(x, pb, marker="_", s=300, color="black", zorder=3, label="partition size")
-    ax.set_ylim(0, max([a + b for a, b in zip(ib, ob)] + pb) * 1.15)
+    top = max([a + b for a, b in zip(ib, ob)] + pb) * 1.15
+    ax.set_ylim(0, top)
+    _byte_ticks(ax.yaxis, 0, top, log=False)
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{'copy' if m['system'] == 'replication' else 'shared'}\n{mdl.human_bytes(m['partition_bytes'])}"
-                        for m in moves], fontsize=8)
-    ax.set_ylabel("bytes moved by the move (MB)")
+    ax.set_xticklabels([f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}" for m in moves], fontsize=8)
+    ax.set_ylabel("bytes moved by the move")
     ax.set_title("Bytes moved per partition move, by system and partition size")
     ax.legend(fontsize=8)
     cap = "Bars: bytes the move sent between brokers / to and from object storage. From " + _short_runs(runs) + "."
@@ -233,7 +264,7 @@ def fig_bytes_moved(t) -> Figure:
 def _pick_timeline_runs(t) -> list[dict[str, Any]]:
     """One run per system: the one with the largest moved partition (the most telling)."""
     out = []
-    for system in ("replication", "shared"):
+    for system in _systems(t["moves"]):
         ms = [m for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
         if not ms:
             continue
@@ -259,11 +290,11 @@ def fig_timeline(t) -> Figure:
         t0 = run["timeline_t0"]
         xs = [x["t_rel_s"] + x["bin_s"] / 2 for x in tl]
         a_lat, a_rate = axes[0][col], axes[1][col]
-        a_lat.plot(xs, [x["p50_ms"] for x in tl], color=COLORS[run["system"]], lw=1.2, label="p50")
+        a_lat.plot(xs, [x["p50_ms"] for x in tl], color=_color(run["system"]), lw=1.2, label="p50")
         a_lat.plot(xs, [x["p99_ms"] for x in tl], color="black", lw=1.0, ls="--", label="p99")
         a_lat.set_yscale("log")
         a_lat.set_ylabel("produce latency (ms, log)")
-        a_rate.plot(xs, [x["acks_per_s"] for x in tl], color=COLORS[run["system"]], lw=1.2, label="acks/s (all partitions)")
+        a_rate.plot(xs, [x["acks_per_s"] for x in tl], color=_color(run["system"]), lw=1.2, label="acks/s (all partitions)")
         a_rate.set_ylabel("acked sends per second")
         a_rate.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
         end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
@@ -272,14 +303,14 @@ def fig_timeline(t) -> Figure:
                        label=f"move window ({mv['move_seconds']:.2f} s)")
         name = run["run_key"].split("/")[-1]
         name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
-        a_lat.set_title(f"{LABELS.get(run['system'], run['system'])}\npartition {mdl.human_bytes(mv['partition_bytes'])}, "
+        a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
                         f"run {name}", fontsize=9)
         lats = [v for x in tl for v in (x["p50_ms"], x["p99_ms"]) if v]
         if lats:
             _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: f"{v:g}")
         a_lat.legend(fontsize=8, loc="upper right")
         a_rate.legend(fontsize=8, loc="lower right")
-        a_rate.set_ylim(bottom=0)
+        a_rate.set_ylim(0, max([x["acks_per_s"] or 0 for x in tl] + [1.0]) * 1.15)  # room above a flat rate
     fig.suptitle("Produce latency (p50/p99 per bin) and ack rate across a partition move", y=1.0)
     fig.tight_layout()
     cap = ("Shaded: from the move request to the first ack served by the new owner. Latency quantiles per "
@@ -297,16 +328,15 @@ def fig_unavailable(t) -> Figure:
     moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
     fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.2))
     x = list(range(len(moves)))
-    ax.bar(x, [m["unavailable_seconds"] for m in moves], color=[COLORS.get(m["system"], "#777") for m in moves])
+    ax.bar(x, [m["unavailable_seconds"] for m in moves], color=[_color(m["system"]) for m in moves])
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{'copy' if m['system'] == 'replication' else 'shared'}\n{mdl.human_bytes(m['partition_bytes'])}"
-                        for m in moves], fontsize=8)
+    ax.set_xticklabels([f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}" for m in moves], fontsize=8)
     ax.set_ylim(0, max(m["unavailable_seconds"] for m in moves) * 1.3 or 1.0)
     ax.set_ylabel("unavailable_seconds (s)")
     ax.set_title("Longest time the moved partition went without a produce ack")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=COLORS[s], label=LABELS[s]) for s in ("replication", "shared")], fontsize=8)
+    ax.legend(handles=[Patch(color=_color(s), label=_label(s)) for s in _systems(moves)], fontsize=8)
     cap = ("Per move: the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
            "partition (bench/check/). From " + _short_runs(runs) + ".")
     return Figure("unavailable_seconds", "Unavailable seconds", _png(fig), cap, runs)
@@ -314,17 +344,20 @@ def fig_unavailable(t) -> Figure:
 
 def fig_phases(t) -> Figure:
     plt = _plt()
-    rows = [p for p in t["phases"] if p["system"] == "shared"]
+    rows = t["phases"]
+    title = "Move phase breakdown"
     if not rows:
-        return Figure("shared_phases", "Shared backend phase breakdown",
-                      _png(_empty(plt, "No move_phase events from the shared backend.")),
-                      "No move_phase events from the shared backend.", [])
+        return Figure("move_phases", title, _png(_empty(plt, "No move_phase events recorded.")),
+                      "No move_phase events recorded.", [])
     per: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    system_of = {}
     for p in rows:
         per[(p["run_key"], p["action_id"])][p["phase"]] += p["seconds"]
+        system_of[(p["run_key"], p["action_id"])] = p["system"]
     phases = sorted({p["phase"] for p in rows}, key=lambda ph: min(i for i, r in enumerate(rows) if r["phase"] == ph))
     pbytes = {(m["run_key"], m["action_id"]): m["partition_bytes"] for m in t["moves"]}
-    keys = sorted(per, key=lambda k: (pbytes.get(k) or 0, k))
+    order = {s: i for i, s in enumerate(_systems(rows))}
+    keys = sorted(per, key=lambda k: (order[system_of[k]], pbytes.get(k) or 0, k))
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(keys) + 1.5)))
     cmap = plt.get_cmap("tab10")
     left = [0.0] * len(keys)
@@ -333,14 +366,14 @@ def fig_phases(t) -> Figure:
         ax.barh(range(len(keys)), vals, left=left, color=cmap(i), label=ph)
         left = [a + b for a, b in zip(left, vals)]
     ax.set_yticks(range(len(keys)))
-    ax.set_yticklabels([f"{k[0].split('/')[-1]} (action {k[1]}, {mdl.human_bytes(pbytes.get(k))})" for k in keys],
-                       fontsize=8)
+    ax.set_yticklabels([f"{_short(system_of[k])}: {k[0].split('/')[-1]} (action {k[1]}, "
+                        f"{format_bytes(pbytes.get(k))})" for k in keys], fontsize=8)
     ax.set_xlabel("seconds spent in each phase of the move")
-    ax.set_title("Shared storage: where a move's time goes")
+    ax.set_title("Where a move's time goes (the phases a system reports)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="phase")
     runs = [k[0] for k in keys]
     cap = "Sum of move_phase events per move. From " + _short_runs(runs) + "."
-    return Figure("shared_phases", "Shared backend phase breakdown", _png(fig), cap, runs)
+    return Figure("move_phases", title, _png(fig), cap, runs)
 
 
 def fig_projection(t) -> Figure:
@@ -352,7 +385,7 @@ def fig_projection(t) -> Figure:
                       "No fitted model to project.", [])
     sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    systems = [s for s in ("replication", "shared") if any(p["system"] == s for p in proj)]
+    systems = _systems(proj)
     combos = [(s, g) for s in systems for g in mdl.PROJECTION_LINKS_GBIT]
     width = 0.8 / len(combos)
     for i, (s, g) in enumerate(combos):
@@ -361,8 +394,8 @@ def fig_projection(t) -> Figure:
             p = next((x for x in proj if x["system"] == s and x["link_gbit_s"] == g and x["size_label"] == lbl), None)
             ys.append(p["move_seconds"] if p else float("nan"))
         xs = [j + (i - (len(combos) - 1) / 2) * width for j in range(len(sizes))]
-        bars = ax.bar(xs, ys, width, color=COLORS[s], alpha=1.0 if g == 1 else 0.55, hatch=None if g == 1 else "//",
-                      label=f"{LABELS[s]} @ {g:g} Gbit/s")
+        bars = ax.bar(xs, ys, width, color=_color(s), alpha=1.0 if g == 1 else 0.55, hatch=None if g == 1 else "//",
+                      label=f"{_label(s)} @ {g:g} Gbit/s")
         for b, y in zip(bars, ys):
             if y == y:
                 ax.text(b.get_x() + b.get_width() / 2, y * 1.15, mdl.human_seconds(y), ha="center", va="bottom",
@@ -401,20 +434,20 @@ SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reorderin
 
 def headline(t) -> list[str]:
     out = []
-    for system in ("replication", "shared"):
+    for system in _systems(t["moves"]):
         ms = [m["move_seconds"] for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
         if ms:
             sizes = [m["partition_bytes"] for m in t["moves"] if m["system"] == system and m["partition_bytes"]]
-            out.append(f"**{LABELS[system]}**: {len(ms)} measured move(s), move_seconds {min(ms):.2f}–{max(ms):.2f} s "
-                       f"for partitions of {mdl.human_bytes(min(sizes)) if sizes else '?'}–"
-                       f"{mdl.human_bytes(max(sizes)) if sizes else '?'}.")
+            out.append(f"**{_label(system)}**: {len(ms)} measured move(s), move_seconds {min(ms):.2f}–{max(ms):.2f} s "
+                       f"for partitions of {format_bytes(min(sizes)) if sizes else '?'}–"
+                       f"{format_bytes(max(sizes)) if sizes else '?'}.")
     for p in t["projection"]:
         if p["size_label"] == "8.2 TB" and p["link_gbit_s"] == 1.0:
-            out.append(f"Projected 8.2 TB move at 1 Gbit/s, {p['system']}: **{p['move_time']}** "
-                       f"({mdl.human_bytes(p['bytes_moved'])} moved).")
+            out.append(f"Projected 8.2 TB move at 1 Gbit/s, {_label(p['system'])}: **{p['move_time']}** "
+                       f"({format_bytes(p['bytes_moved'])} moved).")
     for v in t["model_validation"]:
-        if v["system"] == "replication" and v.get("error_pct") is not None:
-            out.append(f"Held-out check (copy model, largest size {mdl.human_bytes(v['partition_bytes'])}, run "
+        if v.get("target_pct") is not None and v.get("error_pct") is not None:
+            out.append(f"Held-out check ({_short(v['system'])} model, largest size {format_bytes(v['partition_bytes'])}, run "
                        f"`{v['run_key']}`): predicted {v['predicted_s']:.2f} s vs measured {v['measured_s']:.2f} s, "
                        f"error {v['error_pct']:+.1f} % (target ±{v['target_pct']:g} %).")
     bad = [r["run_key"] for r in t["runs"] if r["valid"] == "false"]
@@ -444,21 +477,17 @@ def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | o
     return {"html": out / "report.html", "markdown": out / "report.md", "figures": out / "figures"}
 
 
-TITLE = "Partition reassignment: replication copy vs shared object storage"
+TITLE = "Partition reassignment: " + " vs ".join(p.label for p in PROFILES.values())
 
 
 def _config_rows(t):
-    return [[c["config_key"], c["runs"], _n(c["move_seconds_median"]), _n(c["unavailable_seconds_max"]),
-             mdl.human_bytes(c["partition_bytes_median"]), mdl.human_bytes(c["bytes_moved_median"]),
-             _n(c["before_p99_ms"]), _n(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]
+    return [[c["config_key"], c["runs"], fmt_num(c["move_seconds_median"]), fmt_num(c["unavailable_seconds_max"]),
+             format_bytes(c["partition_bytes_median"]), format_bytes(c["bytes_moved_median"]),
+             fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]
 
 
 CONFIG_HEAD = ["configuration", "runs", "move s (median)", "unavailable s (max)", "partition", "bytes moved",
                "p99 before (ms)", "p99 during (ms)", "valid"]
-
-
-def _n(x, fmt="{:.3g}") -> str:
-    return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
 
 
 def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:

@@ -6,9 +6,10 @@ before (and independently of) real runs. Every summary written here carries ``"s
 and a ``synthetic-`` run id; the report marks such runs as synthetic.
 
 The story of one run: ``partitions`` partitions under a steady produce load; at ``move_at_s`` one
-partition is reassigned. Copy: the new replica fetches ``partition_bytes`` at ``efficiency`` x the
-throttle, then leadership moves (producers to that partition stall ``gap_s`` around the switch).
-Shared: the unuploaded tail is flushed at the object-store cap, then ownership moves. Latencies are
+partition is reassigned; the system's profile picks the story by its move-model family. Copy: the
+new replica fetches ``partition_bytes`` at ``efficiency`` x the throttle, then leadership moves
+(producers to that partition stall ``gap_s`` around the switch). Shared: the unuploaded tail is
+flushed at the object-store cap, then ownership moves. Latencies are
 lognormal; sends stalled by the switch are acked after it; a few time out (outcome ``info``).
 Generation is vectorised (numpy / pyarrow): 10 million rows take seconds.
 """
@@ -25,18 +26,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.analysis.model import COPY_MODEL, HANDOVER_MODEL
 from bench.history.store import SCHEMA, HistoryWriter
+from systems.registry import NAMES, profile
 
 T_BASE = 1_800_000_000.0
 
 
 @dataclass
 class SynthRun:
-    system: str = "replication"
+    system: str  # a registered system of the copy or the shared move-model family
     prefill_bytes: int = 8 * 2**20
-    throttle_bytes_per_s: int | None = 4 * 2**20  # copy
-    objstore_bytes_per_s: int | None = 16 * 2**20  # shared
-    tail_bytes: int = 2 * 2**20  # shared: unuploaded at the move
+    throttle_bytes_per_s: int | None = 4 * 2**20  # copy family: the bandwidth cap
+    objstore_bytes_per_s: int | None = 16 * 2**20  # shared family: the bandwidth cap
+    tail_bytes: int = 2 * 2**20  # shared family: unuploaded at the move
     message_bytes: int = 4096
     rate_msgs_per_s: float = 200.0
     duration_s: float = 30.0
@@ -49,9 +52,22 @@ class SynthRun:
     with_reads: bool = True
     with_checks: bool = True
 
+    def __post_init__(self) -> None:
+        family = profile(self.system).move_model
+        if family not in (COPY_MODEL, HANDOVER_MODEL):
+            raise ValueError(f"no synthetic story for the {family!r} move-model family")
+
+    @property
+    def copy(self) -> bool:
+        return profile(self.system).move_model == COPY_MODEL
+
+    @property
+    def bandwidth_bytes_per_s(self) -> int | None:
+        return self.throttle_bytes_per_s if self.copy else self.objstore_bytes_per_s
+
     @property
     def move_seconds(self) -> float:
-        if self.system == "replication":
+        if self.copy:
             return self.fixed_s + self.partition_bytes_at_move / (self.efficiency * self.throttle_bytes_per_s)
         return self.fixed_s + self.tail_bytes / self.objstore_bytes_per_s
 
@@ -74,7 +90,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
     lc = req + move_s - 0.05  # leader change just before the first ack the new owner serves
     # Copy contention: slower acks everywhere while bytes are copied.
     copying = (ts >= req) & (ts < lc - cfg.gap_s)
-    lat = np.where(copying, lat * (1.3 if cfg.system == "replication" else 1.05), lat)
+    lat = np.where(copying, lat * (1.3 if cfg.copy else 1.05), lat)
     ack = ts + lat
     stalled = (part == moved) & (ts >= lc - cfg.gap_s) & (ts < lc)
     ack = np.where(stalled, lc + 0.01 + lat, ack)
@@ -123,7 +139,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
     ev: list[tuple[float, str, dict[str, Any]]] = [
         (req, "action_start", {"action_id": 0, "action": "reassign", "topic": "hot", "partition": moved, "to": [3]}),
     ]
-    if cfg.system == "replication":
+    if cfg.copy:
         copy_s = pbytes / (cfg.efficiency * cfg.throttle_bytes_per_s)
         ev += [(req + copy_s, "move_phase", {"action_id": 0, "phase": "copy", "seconds": copy_s, "bytes": pbytes}),
                (req + copy_s, "counter", {"action_id": 0, "name": "bytes_moved_inter_broker", "value": pbytes,
@@ -161,10 +177,9 @@ def scenario_yaml(cfg: SynthRun, name: str) -> str:
     import yaml
 
     system: dict[str, Any] = {"kind": cfg.system, "brokers": 3}
-    if cfg.system == "replication" and cfg.throttle_bytes_per_s:
-        system["replication_throttle_bytes_per_s"] = cfg.throttle_bytes_per_s
-    if cfg.system == "shared" and cfg.objstore_bytes_per_s:
-        system["objstore_bandwidth_bytes_per_s"] = cfg.objstore_bytes_per_s
+    bandwidth_param = profile(cfg.system).bandwidth_param
+    if bandwidth_param and cfg.bandwidth_bytes_per_s:
+        system[bandwidth_param] = cfg.bandwidth_bytes_per_s
     return yaml.safe_dump({
         "name": name, "description": "SYNTHETIC TEST FIXTURE (not a measurement)", "system": system,
         "workload": {"topics": [{"name": "hot", "partitions": cfg.partitions, "replication_factor": 1}],
@@ -200,8 +215,8 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
                        if w["topic"] == m["topic"] and w["partition"] == m["partition"]), None)
             moves.append({"action_id": m["action_id"], "kind": m["action"], "topic": m["topic"],
                           "partition": m["partition"], "from": [1], "to": [3], "move_seconds": m["move_seconds"],
-                          "bytes_moved_inter_broker": facts["partition_bytes"] if cfg.system == "replication" else 0,
-                          "bytes_moved_objstore": cfg.tail_bytes if cfg.system == "shared" else 0,
+                          "bytes_moved_inter_broker": facts["partition_bytes"] if cfg.copy else 0,
+                          "bytes_moved_objstore": 0 if cfg.copy else cfg.tail_bytes,
                           "unavailable_seconds": un, "partition_bytes": facts["partition_bytes"],
                           "phases": facts["phases"]})
     run_id = f"synthetic-{cfg.system}-{cfg.prefill_bytes}-{cfg.seed}"
@@ -210,33 +225,38 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
         "started_at": facts["t0"], "finished_at": facts["t0"] + cfg.duration_s, "duration_s": cfg.duration_s,
         "git_commit": None, "machine": {"note": "synthetic"},
         "params": {"prefill_bytes_per_partition": cfg.prefill_bytes,
-                   "replication_throttle_bytes_per_s": cfg.throttle_bytes_per_s if cfg.system == "replication" else None,
-                   "objstore_bandwidth_bytes_per_s": cfg.objstore_bytes_per_s if cfg.system == "shared" else None,
                    "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s, "brokers": 3},
         "checks": checks, "moves": moves, "producer": {"sent": int(cfg.rate_msgs_per_s * cfg.duration_s)},
     }
+    bandwidth_param = profile(cfg.system).bandwidth_param
+    if bandwidth_param:
+        summary["params"][bandwidth_param] = cfg.bandwidth_bytes_per_s
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return run_dir
 
 
 def write_sweep(root: str | Path, *, sizes: tuple[int, ...] = (4 * 2**20, 16 * 2**20, 32 * 2**20),
                 throttles: tuple[int, ...] = (4 * 2**20, 16 * 2**20), rate: float = 100.0,
-                duration_s: float = 20.0, shared: bool = True) -> list[Path]:
-    """A small synthetic sweep: copy runs for every (size, throttle), shared runs for every size."""
-    root = Path(root)
+                duration_s: float = 20.0) -> list[Path]:
+    """A small synthetic sweep over the registered systems: for every size, a copy-family system
+    gets a run per throttle, a shared-family system one run (its tail varies a little)."""
+    root = Path(root) / "synthetic-sweep" / "20300101T000000Z"
     out = []
     seed = 1
     for s in sizes:
-        for th in throttles:
-            cfg = SynthRun(system="replication", prefill_bytes=s, throttle_bytes_per_s=th,
-                           rate_msgs_per_s=rate, duration_s=duration_s, seed=seed)
-            cfg.duration_s = max(duration_s, math.ceil(cfg.move_at_s + cfg.move_seconds + 6))
-            out.append(write_run(root / "synthetic-sweep" / "20300101T000000Z" / f"replication-{s}-{th}", cfg))
-            seed += 1
-        if shared:
-            out.append(write_run(root / "synthetic-sweep" / "20300101T000000Z" / f"shared-{s}",
-                                 SynthRun(system="shared", prefill_bytes=s, rate_msgs_per_s=rate,
-                                          duration_s=duration_s, seed=seed,
-                                          tail_bytes=int(2 * 2**20 * (1 + 0.1 * (seed % 3))))))
-            seed += 1
+        for system in NAMES:
+            family = profile(system).move_model
+            if family == COPY_MODEL:
+                for th in throttles:
+                    cfg = SynthRun(system=system, prefill_bytes=s, throttle_bytes_per_s=th,
+                                   rate_msgs_per_s=rate, duration_s=duration_s, seed=seed)
+                    cfg.duration_s = max(duration_s, math.ceil(cfg.move_at_s + cfg.move_seconds + 6))
+                    out.append(write_run(root / f"{system}-{s}-{th}", cfg))
+                    seed += 1
+            elif family == HANDOVER_MODEL:
+                out.append(write_run(root / f"{system}-{s}",
+                                     SynthRun(system=system, prefill_bytes=s, rate_msgs_per_s=rate,
+                                              duration_s=duration_s, seed=seed,
+                                              tail_bytes=int(2 * 2**20 * (1 + 0.1 * (seed % 3))))))
+                seed += 1
     return out

@@ -1,5 +1,5 @@
-"""Measurements of moves and faults: move_seconds, bytes_moved, unavailable_seconds, produce latency
-before / during / after each action."""
+"""Measurements of moves and faults: move_seconds, bytes_moved, unavailable_seconds (per move and
+per fault, until the fault's recovery), produce latency before / during / after each action."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -20,7 +20,7 @@ from bench.check.view import (
     _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
     _merge_valid, _runs, _tp_key, _tp_of, _uniq, _view,
 )
-from bench.run.scenario import MOVE_ACTIONS
+from bench.run.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 
 
 
@@ -206,27 +206,94 @@ def _partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, n
     return send_keys, gaps
 
 
+def _first_client_leader_change(leader_changes: list, tp: tuple[str, int], after: float,
+                                faulted: int) -> Any:
+    """The first leader_change of ``tp`` a client saw after ``after`` to a live leader (>= 0)
+    other than the faulted broker, or None."""
+    return next((e for e in leader_changes
+                 if e.ts > after and _tp_of(e) == tp and e.detail.get("source", "client") == "client"
+                 and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
+                 and e.detail["leader"] != faulted), None)
+
+
+def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:
+    """The outage windows of one fault action, one per affected partition (see
+    :func:`check_unavailable_seconds`)."""
+    recovery_kind = FAULT_RECOVERY[a.kind]
+    rec = next((r for r in v.actions
+                if r.kind == recovery_kind and r.start >= a.start and r.ok is not False
+                and (a.broker is None or r.broker == a.broker)), None)
+    rec_ts = None if rec is None else (rec.end_event if rec.end_event is not None else rec.start)
+    tps = a.partitions
+    if not tps and a.broker is None:  # the controller / object store: every partition with load
+        keys = _uniq(_tp_key(v.s_topic, v.s_part))
+        tps = {(v.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in keys[keys >= 0]}
+    w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
+    out = []
+    for tp in sorted(tps):
+        lc = _first_client_leader_change(leader_changes, tp, a.start, a.broker) if a.broker is not None else None
+        rec_info: dict[str, Any] = {"recovery_ts": None, "recovered_by": None}
+        if rec_ts is not None and (lc is None or rec_ts <= lc.ts):
+            rec_info = {"recovery_ts": rec_ts, "recovered_by": recovery_kind, "recovery_action_id": rec.action_id}
+        elif lc is not None:
+            rec_info = {"recovery_ts": lc.ts, "recovered_by": "leader_change", "new_leader": lc.detail["leader"]}
+        ack, _ = v.acks_of(*tp)
+        first_ack = None
+        if rec_info["recovery_ts"] is not None:
+            i = int(np.searchsorted(ack, rec_info["recovery_ts"], "left"))
+            first_ack = float(ack[i]) if i < ack.size else None
+        w1 = max(first_ack if first_ack is not None else v.load_end, w0)
+        gap, g0, g1 = _longest_gap(ack, w0, w1)
+        out.append({"action_id": a.action_id, "action": a.kind, "topic": tp[0], "partition": tp[1],
+                    "broker": a.broker, "window": [w0, w1], "unavailable_seconds": gap, "gap": [g0, g1],
+                    **rec_info, "first_ack_ts": first_ack})
+    return out
+
+
 def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """unavailable_seconds: the longest time a partition went without any produce ack.
 
-    Per action and partition it acts on (named by action_start, else planned in the scenario, else
-    mentioned by its leader_change / move_complete events, e.g. the partitions of a killed broker):
-    the longest interval inside the window [action_start - 1 s, move end + 5 s] that contains no
-    ``ack_ts`` of an acked send on that partition, counting the window edges as boundaries (so a
-    partition with no ack in the window is unavailable for the whole window). Move end: the latest
-    of the action's action_end / move_complete / leader_change events; the window is clipped to the
-    load window (first to last send invocation) and runs to the end of the load when the move end
-    is unknown.
-    ``run``: the same measure per partition over the whole load window (this is where an outage
-    that outlasts an action — e.g. a killed single-replica broker — shows in full).
+    Per action and partition it acts on, the longest interval inside the action's window that
+    contains no ``ack_ts`` of an acked send on that partition, counting the window edges as
+    boundaries (so a partition with no ack in the window is unavailable for the whole window).
+    The window starts 1 s before the action_start (not before the load) and ends:
+
+    * **moves** (partitions named by action_start, else planned in the scenario, else mentioned by
+      the action's leader_change / move_complete events): 5 s after the move end (the latest of
+      the action's action_end / move_complete / leader_change events), clipped to the load window
+      (first to last send invocation); at the end of the load when the move end is unknown.
+    * **faults** (kill_broker, pause_broker, kill_controller, stop_object_store): at the first ack
+      on the partition at or after its *recovery*, so the window holds the whole outage however
+      long it lasts. Affected partitions: those the fault's action_start names (for a broker
+      fault: the partitions on the broker); a controller or object-store fault that names none
+      affects every partition with a send. Recovery of a partition = the earliest of
+      (a) the action_end of the fault's paired recovery action (restart_broker of the same broker,
+      resume_broker of the same broker, restart_controller, start_object_store: the first one
+      started at or after the fault that did not fail) and, for a broker fault only,
+      (b) the first ``leader_change`` of the partition seen by a client (``source`` "client" or
+      none) after the fault start, to a leader >= 0 other than the faulted broker (a failover).
+      No recovery, or no ack at or after it: the window ends at the end of the load. Each fault
+      window gives ``recovery_ts``, ``recovered_by`` (the recovery action's kind or
+      "leader_change"; None if none), ``first_ack_ts`` (the window end, if an ack) and the
+      recovery action's id or the new leader.
+    * recovery actions (restart_broker, resume_broker, restart_controller, start_object_store)
+      have no window of their own: their effect is the end of their fault's window.
+
+    ``run``: the same measure per partition over the whole load window.
     It assumes the producers kept sending to the partition; a partition with no load looks
     unavailable. valid False if ``checks.max_unavailable_seconds`` is set and an action window
     exceeds it, else True.
     """
     v = _view(history, scenario)
     limit = _limit(v.scenario, "max_unavailable_seconds")
+    leader_changes = v.events_named(EVENT_LEADER_CHANGE)
     windows = []
     for a in v.actions:
+        if a.kind in RECOVERY_ACTIONS:
+            continue
+        if a.kind in FAULT_RECOVERY:
+            windows.extend(_fault_windows(v, a, leader_changes))
+            continue
         w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
         end = a.end if a.end is not None else v.load_end
         w1 = max(min(end + UNAVAILABLE_POST_S, v.load_end), w0)

@@ -18,7 +18,11 @@ clock). Shape::
                 target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
                 locust: {...Locust's own request stats}},
      verify: {partitions, complete, read, prefill_read},
-     outages: [{action_id, kind, broker, unavailable_seconds (worst partition in the run)}]}
+     outages: [{action_id, kind, broker, start_ts, partitions, unavailable_seconds (worst affected
+                partition, until its first ack after recovery), worst_partition, recovered_ts,
+                recovery_seconds, recovered_by (the recovery action's kind or "leader_change"),
+                during_moves (move action ids in flight at the fault), run_unavailable_seconds
+                (worst gap of those partitions over the whole run)}]}
 
 Units: seconds, bytes; ``throughput_mb_per_s`` is 10^6 bytes/s of acked message values over the
 load window (first send to last ack). ``move_seconds`` is null when unknown (``move_reason`` says
@@ -52,7 +56,9 @@ from bench.history.names import (
     EVENT_VERIFY,
 )
 from bench.history.store import read_history
-from bench.run.scenario import Scenario, parse_scenario
+from bench.units import format_bytes as _fmt_bytes
+from bench.check.view import _tp_name
+from bench.run.scenario import FAULT_RECOVERY, Scenario, parse_scenario
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -191,19 +197,35 @@ def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str,
 
 
 def _outages(v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per kill/restart action: the partitions it affected and their worst gap in the run."""
+    """Per fault action: the partitions it affected, their worst outage (the fault windows of
+    ``check_unavailable_seconds``: until the first ack after recovery), when and how the last of
+    them recovered, the worst gap of those partitions over the whole run, and the moves it hit
+    (requested before the fault, first ack on the new owner after it, or never)."""
     out = []
-    worst = {(w["topic"], w["partition"]): w["unavailable_seconds"]
-             for w in checks["unavailable_seconds"]["run"]["worst_partitions"]}
-    for e in _events(v, EVENT_ACTION_START):
-        if e.detail.get("action") != "kill_broker":
+    run_worst = {(w["topic"], w["partition"]): w["unavailable_seconds"]
+                 for w in checks["unavailable_seconds"]["run"]["worst_partitions"]}
+    moves = checks["move_seconds"]["moves"]
+    for a in v.actions:
+        if a.kind not in FAULT_RECOVERY:
             continue
-        parts = [(p.get("topic"), p.get("partition")) for p in e.detail.get("partitions") or []]
-        win = [w for w in checks["unavailable_seconds"]["actions"] if w["action_id"] == e.detail.get("action_id")]
-        out.append({"action_id": e.detail.get("action_id"), "kind": "kill_broker", "broker": e.detail.get("broker"),
-                    "partitions": [f"{t}-{p}" for t, p in parts],
-                    "unavailable_seconds": max((w["unavailable_seconds"] for w in win), default=None),
-                    "run_unavailable_seconds": max((worst.get(tp, 0.0) for tp in parts), default=None)})
+        win = [w for w in checks["unavailable_seconds"]["actions"] if w["action_id"] == a.action_id]
+        worst = max(win, key=lambda w: w["unavailable_seconds"], default=None)
+        last = None if any(w["recovery_ts"] is None for w in win) else max(win, key=lambda w: w["recovery_ts"],
+                                                                           default=None)
+        hit = sorted({m["action_id"] for m in moves if m["request_ts"] <= a.start
+                      and not (m.get("first_ack_ts") is not None and m["first_ack_ts"] <= a.start)})
+        out.append({
+            "action_id": a.action_id, "kind": a.kind, "broker": a.broker, "start_ts": a.start,
+            "partitions": [_tp_name(w["topic"], w["partition"]) for w in win],
+            "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
+            "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
+            "recovered_ts": last["recovery_ts"] if last else None,
+            "recovery_seconds": last["recovery_ts"] - a.start if last else None,
+            "recovered_by": last["recovered_by"] if last else None,
+            "during_moves": hit,
+            "run_unavailable_seconds": max((run_worst.get((w["topic"], w["partition"]), 0.0) for w in win),
+                                           default=None),
+        })
     return out
 
 
@@ -281,15 +303,6 @@ def write_summary(run_dir: Path | str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------
 # Comparison table
-
-
-def _fmt_bytes(n: Any) -> str:
-    if not isinstance(n, (int, float)):
-        return "-"
-    for unit, mult in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= mult:
-            return f"{n / mult:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 def _fmt_s(x: Any) -> str:

@@ -24,7 +24,7 @@ from bench.history.store import SCHEMA
 
 EXAMPLES = 20  # max example ids / records reported per anomaly
 UNAVAILABLE_PRE_S = 1.0  # unavailable_seconds window starts this long before the action
-UNAVAILABLE_POST_S = 5.0  # ... and ends this long after the move ends
+UNAVAILABLE_POST_S = 5.0  # ... and ends this long after a move ends
 
 _OK, _FAIL, _INFO, _OTHER = 0, 1, 2, 3
 _NEG_INF = -math.inf
@@ -97,7 +97,9 @@ class _Action:
     action_id: Any
     kind: str | None = None
     start: float | None = None
+    broker: int | None = None  # the broker a broker action names (action_start)
     end_event: float | None = None  # latest action_end
+    ok: bool | None = None  # its action_end's verdict (False: the action failed)
     last_move_event: float | None = None  # latest move_complete / leader_change
     logged: set[tuple[str, int]] = field(default_factory=set)  # named by action_start
     seen: set[tuple[str, int]] = field(default_factory=set)  # in its other events
@@ -302,9 +304,13 @@ class HistoryView:
             if e.event == EVENT_ACTION_START:
                 a.start = e.ts if a.start is None else min(a.start, e.ts)
                 a.kind = e.detail.get("action") or e.detail.get("kind") or a.kind
+                if isinstance(e.detail.get("broker"), int):
+                    a.broker = e.detail["broker"]
                 self._collect_moves(a, e)
             elif e.event == EVENT_ACTION_END:
                 a.end_event = e.ts if a.end_event is None else max(a.end_event, e.ts)
+                if isinstance(e.detail.get("ok"), bool):
+                    a.ok = e.detail["ok"]
             elif e.event in (EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE):
                 tp = _tp_of(e)
                 if tp is not None:
@@ -319,6 +325,8 @@ class HistoryView:
                 sa = sc.actions[a.action_id]
             if a.kind is None and sa is not None:
                 a.kind = sa.kind
+            if a.broker is None and sa is not None:
+                a.broker = sa.broker
             if sa is not None:
                 for m in sa.moves():
                     a.planned.add((m.topic, m.partition))

@@ -1,9 +1,10 @@
-"""The ``run``, ``analyze``, ``list`` and ``suite`` subcommands of ``python -m bench``.
+"""The ``run``, ``analyze``, ``list``, ``suite`` and ``faults-doc`` subcommands of ``python -m bench``.
 
     python -m bench run SCENARIO [--set key.path=value ...] [--results DIR] [--no-progress]
     python -m bench analyze RUN_DIR [--write] [--json]
     python -m bench list [--results DIR]
     python -m bench suite default [--results DIR] [--systems NAME,...]
+    python -m bench faults-doc [RESULTS ...] [--out docs/faults.md] [--stdout]
 
 SCENARIO is a YAML file or a built-in name (``python -m bench list`` shows them). ``run`` exits 1
 if any checker of any run *failed* (False); "unknown" verdicts are reported but do not fail the
@@ -118,6 +119,12 @@ def cmd_suite(args) -> int:
     return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress)
 
 
+def cmd_faults_doc(args) -> int:
+    from bench.check.faults_doc import cmd_faults_doc as regenerate
+
+    return regenerate(args)
+
+
 def add_parsers(sub, default_results: str = "results") -> None:
     r = sub.add_parser("run", help="run a scenario (a YAML file or a built-in name)")
     r.add_argument("scenario")
@@ -137,6 +144,14 @@ def add_parsers(sub, default_results: str = "results") -> None:
     ls = sub.add_parser("list", help="built-in scenarios and past runs")
     ls.add_argument("--results", default=default_results)
     ls.set_defaults(func=cmd_list)
+
+    f = sub.add_parser("faults-doc", help="regenerate the fault suite section of docs/faults.md from stored runs "
+                                          "of workloads/scenarios/faults/*.yaml")
+    f.add_argument("results", nargs="*", default=[default_results],
+                   help="result roots searched for runs (default: results)")
+    f.add_argument("--out", default="docs/faults.md", help="the file whose fault suite section is replaced")
+    f.add_argument("--stdout", action="store_true", help="print the section instead of writing it")
+    f.set_defaults(func=cmd_faults_doc)
 
     s = sub.add_parser("suite", help="the default suite (make bench): both systems, reassign-one x 2 sizes, "
                                      "broker-loss; prints the comparison table")

@@ -16,6 +16,7 @@ EVENT_LOAD_STARTED = "load_started"  # time zero of the action timeline
 EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, ...}
 EVENT_VERIFY = "verify"  # per partition {high_watermark, read, complete, error}
 EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
+EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every cpu_sample
 EVENT_JOURNAL_TRANSLATED = "journal_translated"
 EVENT_JOURNAL_MALFORMED = "journal_malformed"
 

@@ -162,6 +162,15 @@ class Cluster:
             raise ClusterError(f"broker {bid} is still running (pid {old.pid})")
         return self.start_broker(bid, timeout=timeout, port=old.port)
 
+    def pause_broker(self, bid: int) -> None:
+        """Freeze the broker (SIGSTOP): its sockets stay open but nothing answers."""
+        if not process.send_signal(self.brokers[bid].pid, self.dir, signal.SIGSTOP):
+            raise ClusterError(f"broker {bid} is not running (pid {self.brokers[bid].pid})")
+
+    def resume_broker(self, bid: int) -> None:
+        if not process.send_signal(self.brokers[bid].pid, self.dir, signal.SIGCONT):
+            raise ClusterError(f"broker {bid} is not running (pid {self.brokers[bid].pid})")
+
     def kill_controller(self, sig: int = signal.SIGKILL) -> None:
         if process.send_signal(self.controller.pid, self.dir, sig) and sig == signal.SIGKILL:
             process.wait_gone(self.controller.pid, self.dir)

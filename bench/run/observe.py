@@ -1,5 +1,5 @@
 """What the runner watches while a run goes on: the cluster's metadata as a client sees it, and the
-CPU of every process. Both write their observations into the run's history."""
+CPU and memory of every process. Both write their observations into the run's history."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 
-from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE
+from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_RSS_SAMPLE
 from bench.history.store import event_row
 
 POLL_INTERVAL_S = 0.1  # client-side metadata poller
@@ -58,7 +58,8 @@ def poll_metadata(run: Any, client, topics: list[str]) -> None:
 
 def sample_cpu(run: Any, until: float) -> None:
     """Every second during the load: CPU % (of one core) of the load process, the harness itself
-    and every cluster process, as ``cpu_sample`` events (what limits throughput)."""
+    and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
+    resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges)."""
     procs: dict[str, psutil.Process] = {}
 
     def track(name: str, pid: int | None) -> None:
@@ -82,11 +83,15 @@ def sample_cpu(run: Any, until: float) -> None:
             for p in cluster.extra_processes():
                 track(f"extra-{p.id}", p.pid)
         run.state.stop.wait(1.0)
-        sample = {}
+        ts = time.time()
+        cpu, rss = {}, {}
         for name, pr in list(procs.items()):
             try:
-                sample[name] = round(pr.cpu_percent(None), 1)
-            except psutil.Error:
+                with pr.oneshot():
+                    cpu[name] = round(pr.cpu_percent(None), 1)
+                    rss[name] = pr.memory_info().rss
+            except psutil.Error:  # gone (a killed broker): no sample, tracked again once restarted
                 procs.pop(name, None)
-        sample["_machine"] = round(psutil.cpu_percent(None), 1)
-        run.event(EVENT_CPU_SAMPLE, sample)
+        cpu["_machine"] = round(psutil.cpu_percent(None), 1)
+        run.event(EVENT_CPU_SAMPLE, cpu, ts=ts)
+        run.event(EVENT_RSS_SAMPLE, rss, ts=ts)

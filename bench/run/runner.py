@@ -92,11 +92,16 @@ class RunError(RuntimeError):
 
 
 def builtin_scenarios() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.yaml"))}
+    """Built-in name -> file: ``workloads/scenarios/X.yaml`` is ``X``, the fault suite's
+    ``workloads/scenarios/faults/X.yaml`` is ``faults/X``."""
+    out = {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.yaml"))}
+    out.update({f"faults/{p.stem}": p for p in sorted((BUILTIN_DIR / "faults").glob("*.yaml"))})
+    return out
 
 
 def resolve_scenario(ref: str) -> Path:
-    """A path to a YAML file, or the name of a built-in scenario (``reassign-one``)."""
+    """A path to a YAML file, or the name of a built-in scenario (``reassign-one``,
+    ``faults/kill-source``)."""
     p = Path(ref)
     if p.is_file():
         return p

@@ -12,6 +12,9 @@ Conventions the runner relies on:
   (or ``broker`` if given) — see :meth:`Scenario.added_broker_ids`.
 * An action's ``action_id`` (used in history events) is its 0-based index in ``actions``; actions
   are listed in time order.
+* Faults come in pairs (:data:`FAULT_RECOVERY`): a broker is killed before it is restarted and
+  paused before it is resumed, the controller killed before it is restarted, the object store
+  (only for a system whose profile has one) stopped before it is started.
 """
 
 from __future__ import annotations
@@ -37,10 +40,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from bench.units import parse_bytes
 from systems.core.profile import SystemProfile
 from systems.registry import PROFILES
-
-MiB = 1024 * 1024
 
 
 class ScenarioError(ValueError):
@@ -50,47 +52,6 @@ class ScenarioError(ValueError):
     def __init__(self, message: str, errors: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)
         self.errors = list(errors)
-
-
-# --------------------------------------------------------------------------------------------
-# Byte sizes
-
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def parse_bytes(value: Any) -> Any:
-    """``4096``, ``"4KiB"``, ``"1.5 GiB"``, ``"100MB"`` -> int bytes. Binary (KiB) and decimal (KB)
-    units are both accepted and mean what they say; bare ``k``/``m`` are rejected as ambiguous."""
-    if isinstance(value, bool):
-        raise ValueError("must be a byte size like 4096 or '64MiB'")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValueError(f"must be a whole number of bytes, got {value}")
-        return int(value)
-    if isinstance(value, str):
-        m = _SIZE_RE.match(value)
-        if m and m.group(2).lower() in _UNITS:
-            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
-            if not n.is_integer():
-                raise ValueError(f"must be a whole number of bytes, got {value!r}")
-            return int(n)
-        raise ValueError(f"must be a byte size like 4096 or '64MiB', got {value!r}")
-    return value  # let the int validator produce its usual type error
-
-
-def format_bytes(n: int) -> str:
-    """Shortest exact binary-unit spelling: 67108864 -> '64MiB', 1000 -> '1000B'."""
-    for unit, mult in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n and n % mult == 0:
-            return f"{n // mult}{unit}"
-    return f"{n}B"
 
 
 # Strict numbers: YAML gives typed scalars, so a bool or a quoted string in a numeric field is a
@@ -230,9 +191,21 @@ class Prefill(_Model):
 
 
 ActionKind = Literal[
-    "reassign", "move_set", "add_broker_and_rebalance", "drain_broker", "kill_broker", "restart_broker"
+    "reassign", "move_set", "add_broker_and_rebalance", "drain_broker",
+    "kill_broker", "restart_broker", "pause_broker", "resume_broker",
+    "kill_controller", "restart_controller", "stop_object_store", "start_object_store",
 ]
 MOVE_ACTIONS = frozenset({"reassign", "move_set", "add_broker_and_rebalance", "drain_broker"})
+# Each fault and the action that undoes it; a fault's outage window runs until recovery
+# (bench/check/moves.py: check_unavailable_seconds).
+FAULT_RECOVERY: dict[str, str] = {
+    "kill_broker": "restart_broker",  # kill -9
+    "pause_broker": "resume_broker",  # SIGSTOP / SIGCONT
+    "kill_controller": "restart_controller",
+    "stop_object_store": "start_object_store",
+}
+FAULT_ACTIONS = frozenset(FAULT_RECOVERY)
+RECOVERY_ACTIONS = frozenset(FAULT_RECOVERY.values())
 
 # Per action kind: fields that must be set, and fields that may be set (besides at_s and kind).
 _ACTION_REQUIRED: dict[str, frozenset[str]] = {
@@ -242,6 +215,12 @@ _ACTION_REQUIRED: dict[str, frozenset[str]] = {
     "drain_broker": frozenset({"broker"}),
     "kill_broker": frozenset({"broker"}),
     "restart_broker": frozenset({"broker"}),
+    "pause_broker": frozenset({"broker"}),
+    "resume_broker": frozenset({"broker"}),
+    "kill_controller": frozenset(),
+    "restart_controller": frozenset(),
+    "stop_object_store": frozenset(),
+    "start_object_store": frozenset(),
 }
 _ACTION_OPTIONAL: dict[str, frozenset[str]] = {
     "add_broker_and_rebalance": frozenset({"broker"}),  # default: next free id
@@ -344,6 +323,8 @@ class Scenario(_Model):
 
         exists = set(range(1, system.brokers + 1))
         dead: set[int] = set()
+        paused: set[int] = set()
+        controller_dead = store_stopped = False
         prev_at = 0.0
         added = self.added_broker_ids()
         max_rf = max(t.replication_factor for t in wl.topics)
@@ -385,6 +366,20 @@ class Scenario(_Model):
                 if new in exists:
                     raise _err(f"{p}.broker", f"broker {new} already exists")
                 exists.add(new)
+            elif a.kind in ("kill_controller", "restart_controller"):
+                if a.kind == "kill_controller" and controller_dead:
+                    raise _err(f"{p}.kind", "kill_controller: the controller is already dead")
+                if a.kind == "restart_controller" and not controller_dead:
+                    raise _err(f"{p}.kind", "restart_controller: the controller is not dead (kill it first)")
+                controller_dead = a.kind == "kill_controller"
+            elif a.kind in ("stop_object_store", "start_object_store"):
+                if system.profile.object_store is None:
+                    raise _err(f"{p}.kind", f"{a.kind}: system {system.kind!r} has no object store")
+                if a.kind == "stop_object_store" and store_stopped:
+                    raise _err(f"{p}.kind", "stop_object_store: the object store is already stopped")
+                if a.kind == "start_object_store" and not store_stopped:
+                    raise _err(f"{p}.kind", "start_object_store: the object store is not stopped (stop it first)")
+                store_stopped = a.kind == "stop_object_store"
             else:  # actions naming one existing broker
                 if a.broker not in exists:
                     raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")
@@ -392,10 +387,20 @@ class Scenario(_Model):
                     if a.broker in dead:
                         raise _err(f"{p}.broker", f"broker {a.broker} is already dead")
                     dead.add(a.broker)
+                    paused.discard(a.broker)  # kill -9 of a frozen process is a kill
                 elif a.kind == "restart_broker":
                     if a.broker not in dead:
                         raise _err(f"{p}.broker", f"broker {a.broker} is not dead (kill it first)")
                     dead.discard(a.broker)
+                elif a.kind == "pause_broker":
+                    if a.broker in dead or a.broker in paused:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is already "
+                                                  f"{'dead' if a.broker in dead else 'paused'}")
+                    paused.add(a.broker)
+                elif a.kind == "resume_broker":
+                    if a.broker not in paused:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is not paused (pause it first)")
+                    paused.discard(a.broker)
                 elif a.kind == "drain_broker":
                     targets = a.to if a.to is not None else sorted(exists - {a.broker})
                     for b in targets:
@@ -728,7 +733,7 @@ def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
 
 
 __all__ = [
-    "Action", "Checks", "MOVE_ACTIONS", "PartitionMove", "Prefill", "Scenario", "ScenarioError",
-    "Shape", "System", "Topic", "Workload", "apply_overrides", "expand", "format_bytes",
-    "load_scenario", "parse_bytes", "parse_scenario", "run_id_for", "set_path",
+    "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "MOVE_ACTIONS", "PartitionMove", "Prefill",
+    "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
+    "expand", "load_scenario", "parse_scenario", "run_id_for", "set_path",
 ]

@@ -1,15 +1,18 @@
 """The action timeline (Jepsen's nemesis and the operator in one): every action of a scenario at
 its ``at_s`` (seconds after the load started), recorded in the history as ``action_start`` /
 ``action_end`` events. Moves go through the Kafka admin API (AlterPartitionReassignments) as an
-operator's tool would; faults act on the cluster's processes by PID.
+operator's tool would; faults act on the cluster's processes by PID (kill -9 and restart of a
+broker or the controller, SIGSTOP / SIGCONT of a broker, stop / start of the object store).
 
 A new action kind = its name in ``bench/run/scenario.py`` (``ActionKind`` and its fields) and a
-handler in :data:`HANDLERS` here.
+handler in :data:`HANDLERS` here; a new fault also gets its recovery action in
+``scenario.FAULT_RECOVERY`` and its process operations in ``_DO``.
 """
 from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +26,7 @@ from bench.history.names import (
 )
 from bench.run.observe import POLL_INTERVAL_S
 from bench.run.planners import drain_plan, partitions_on, rebalance_plan
-from bench.run.scenario import Action
+from bench.run.scenario import FAULT_ACTIONS, Action
 
 MOVE_GRACE_S = 30.0  # a move still running when the load ends gets this long to finish
 
@@ -56,23 +59,50 @@ def _done(run: Any, i: int, a: Action, detail: str, **fields: Any) -> None:
 
 
 # -- faults ------------------------------------------------------------------------------------
+# A fault's action_start names the partitions it affects (the checkers' outage window is per
+# affected partition); its recovery action (FAULT_RECOVERY) only names its broker, if any.
+
+_DO: dict[str, Callable[[Any, Action], None]] = {
+    "kill_broker": lambda c, a: c.kill_broker(a.broker),
+    "restart_broker": lambda c, a: c.restart_broker(a.broker, timeout=60),
+    "pause_broker": lambda c, a: c.pause_broker(a.broker),
+    "resume_broker": lambda c, a: c.resume_broker(a.broker),
+    "kill_controller": lambda c, a: c.kill_controller(),
+    "restart_controller": lambda c, a: c.restart_controller(timeout=60),
+    "stop_object_store": lambda c, a: c.stop_object_store(),
+    "start_object_store": lambda c, a: c.start_object_store(timeout=60),
+}
+
+
+# Per run, the moves still running: action_id -> {partition: its source and target brokers}.
+_MOVING: weakref.WeakKeyDictionary[Any, dict[int, dict[tuple[str, int], set[int]]]] = weakref.WeakKeyDictionary()
 
 
 def _tps(tps: list[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partition": p} for t, p in tps]
 
 
-def kill_broker(run: Any, i: int, a: Action, t_zero: float) -> None:
-    tps = partitions_on(run.state.metadata_snapshot(), a.broker)
-    run.event(EVENT_ACTION_START, {**_base(i, a), "broker": a.broker, "partitions": _tps(tps)})
-    run.cluster.kill_broker(a.broker)
-    _done(run, i, a, f"broker {a.broker} killed", broker=a.broker)
+def affected_partitions(run: Any, a: Action) -> list[tuple[str, int]]:
+    """A broker fault affects the partitions with a replica on (or led by) the broker, as the
+    client sees them now, and those a running move takes from it or brings to it (mid-move the
+    metadata may show neither the closing source nor the target that does not serve yet); every
+    partition depends on the controller and the object store."""
+    if a.broker is None:
+        return run.sc.partitions()
+    moving = {tp for plan in _MOVING.get(run, {}).values() for tp, brokers in plan.items() if a.broker in brokers}
+    return sorted(set(partitions_on(run.state.metadata_snapshot(), a.broker)) | moving)
 
 
-def restart_broker(run: Any, i: int, a: Action, t_zero: float) -> None:
-    run.event(EVENT_ACTION_START, {**_base(i, a), "broker": a.broker})
-    run.cluster.restart_broker(a.broker, timeout=60)
-    _done(run, i, a, f"broker {a.broker} serving", broker=a.broker)
+def fault(run: Any, i: int, a: Action, t_zero: float) -> None:
+    """A fault or a recovery action: the process operation of ``_DO``, between action_start and
+    action_end (a restart's action_end is when it serves again)."""
+    who = {"broker": a.broker} if a.broker is not None else {}
+    start = dict(_base(i, a), **who)
+    if a.kind in FAULT_ACTIONS:
+        start["partitions"] = _tps(affected_partitions(run, a))
+    run.event(EVENT_ACTION_START, start)
+    _DO[a.kind](run.cluster, a)
+    _done(run, i, a, a.kind.replace("_", " ") + (f" {a.broker}" if a.broker is not None else ""), **who)
 
 
 # -- moves -------------------------------------------------------------------------------------
@@ -122,6 +152,8 @@ def move(run: Any, i: int, a: Action, t_zero: float) -> None:
         run.windows.end(i, time.time())
         return
     st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "")
+    _MOVING.setdefault(run, {})[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ())
+                                      for t, p, to in accepted}
     run.thread(watch_moves, f"watch-{i}", run, i, a, accepted, errors, t_zero)
 
 
@@ -144,6 +176,7 @@ def watch_moves(run: Any, i: int, a: Action, plan: list[tuple[str, int, list[int
         time.sleep(POLL_INTERVAL_S)
     now = time.time()
     run.windows.end(i, now)
+    _MOVING.get(run, {}).pop(i, None)
     ok = not pending and not errors
     st.status = "done" if not pending else "timed out"
     st.ended = now
@@ -157,6 +190,5 @@ HANDLERS: dict[str, Callable[[Any, int, Action, float], None]] = {
     "move_set": move,
     "add_broker_and_rebalance": move,
     "drain_broker": move,
-    "kill_broker": kill_broker,
-    "restart_broker": restart_broker,
+    **{kind: fault for kind in _DO},
 }

@@ -56,9 +56,6 @@ class Segment:
     def base_at(self, i: int) -> int:
         return self.base + self.rbases[i]
 
-    def last_at(self, i: int) -> int:
-        return self.base + self.rlasts[i]
-
     def find(self, offset: int) -> int:
         """Index of the first batch whose last offset >= offset (count if none)."""
         return bisect.bisect_left(self.rlasts, offset - self.base)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import time
 
 from . import errors, records
 from .metadata import PartitionInfo
@@ -177,7 +176,3 @@ class Partition:
         self.closed = True
         self.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
         self.store.delete()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

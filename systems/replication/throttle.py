@@ -40,13 +40,6 @@ class Quota:
         self._refill()
         return self.tokens < 0
 
-    def allowance(self) -> int:
-        """Bytes that may be sent now without overdrawing (at least 1 if not exceeded)."""
-        if not self.rate:
-            return 1 << 62
-        self._refill()
-        return max(0, int(self.tokens))
-
     def charge(self, n: int) -> None:
         if self.rate:
             self._refill()

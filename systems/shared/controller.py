@@ -185,13 +185,6 @@ class SharedController(ControllerExtension):
             recs += self._move_records(p, to, -1, "unfence")
         return recs
 
-    async def _commit_elections(self) -> None:
-        recs = []
-        for (tid, part) in list(self.reg.moves):
-            recs += self.try_elect(tid, part)
-        if recs:
-            self.ctl.commit(recs)
-
     # -- RPCs -----------------------------------------------------------------------
     def _check_incarnation(self, broker: int, broker_epoch: int) -> None:
         b = self.image.brokers.get(broker)

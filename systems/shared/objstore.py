@@ -490,9 +490,6 @@ class ObjectStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
-    async def aensure_bucket(self) -> None:
-        await self._run(self.ensure_bucket)
-
     async def aput(self, key: str, data: bytes) -> None:
         # Throttle on the loop (asyncio.sleep) so waiting uploads do not hold pool threads.
         data = bytes(data) if not isinstance(data, bytes) else data

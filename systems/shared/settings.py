@@ -41,8 +41,6 @@ DEFAULTS = {
     "shared.move.timeout.ms": 15000,  # controller elects the target anyway after this
 }
 
-SECRET_KEYS = ("s3.access.key", "s3.secret.key")
-
 
 def _get(cfg: dict, key: str):
     v = cfg.get(key)
@@ -124,8 +122,3 @@ def s3_config(cfg: dict) -> S3Config:
         max_concurrency=_int(cfg, "s3.max.concurrency"),
         connect_timeout_s=10.0, read_timeout_s=30.0, max_retries=1,
     )
-
-
-def public(cfg: dict) -> dict:
-    """The config without credentials, for logs and events."""
-    return {k: ("***" if k in SECRET_KEYS and v else v) for k, v in cfg.items()}

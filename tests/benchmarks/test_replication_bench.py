@@ -3,58 +3,46 @@
 - throttle fidelity: a move of B bytes under throttle T takes 0.9..1.15 x B/T
   (Kafka's throttling_test bound, widened above for this noisy 2-core box);
 - unthrottled copy rate on loopback.
-Each round moves the same prefilled partition to the other broker with the
-reassign tool's --execute / --verify; the move's duration is the controller's own
-record of it (reassignment_started -> reassignment_completed in its event journal).
+Each benchmark is one harness run (tests/benchmarks/runs.py): two brokers, the prefilled partition
+moved to the other broker 3 times under a light load; each round is one move's move_seconds from
+summary.json (request -> first ack on the new owner), B the partition's bytes at the request.
 """
 from __future__ import annotations
 
+import statistics
 
 import pytest
-from kafka.admin import NewTopic
 
-from tests.benchmarks.common import timed_move
-from tests.clients import create_topics
-from tests.loadgen import prefill
+from tests.benchmarks.runs import CLOCK, MiB, moves_of, round_robin
 
-MiB = 1024 * 1024
+LOAD = 100.0  # msgs/s of 1000 B during the moves: the partition grows by ~0.1 MB/s
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    from bench.run.cluster import Cluster
-    c = Cluster("replication", 2, str(tmp_path_factory.mktemp("repl") / "cluster"), {})
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
+@pytest.mark.benchmark(timer=CLOCK)
 @pytest.mark.parametrize("rate,size", [(10_000_000, 64 * MiB), (40_000_000, 256 * MiB)])
-def test_throttle_fidelity(benchmark, cluster, rate, size):
-    topic = f"throttled-{rate}"
-    create_topics(cluster.bootstrap, [NewTopic(topic, num_partitions=-1, replication_factor=-1,
-                                               replica_assignments={0: [1]})])
-    prefill(cluster.bootstrap, topic, 0, size)
-    seconds: list[float] = []
-    benchmark.pedantic(lambda: seconds.append(timed_move(cluster, topic, rate)), rounds=3, iterations=1)
-    median = sorted(seconds)[1]
-    ratio = median / (size / rate)
+def test_throttle_fidelity(benchmark, run_scenario, rate, size):
+    sc = round_robin("bench-throttle", "replication", 2, size, moves=3, every_s=round(1.3 * size / rate + 3),
+                     rate=LOAD, replication_throttle_bytes_per_s=rate)
+    moves = moves_of(run_scenario(sc)[0])
+    seconds = [m["move_seconds"] for m in moves]
+    CLOCK.rounds(benchmark, seconds)
+    ratio = statistics.median(m["move_seconds"] / (m["partition_bytes"] / rate) for m in moves)
     benchmark.extra_info.update(bytes=size, throttle_bytes_per_s=rate, move_seconds=[round(s, 3) for s in seconds],
+                                partition_bytes=[m["partition_bytes"] for m in moves],
+                                bytes_moved_inter_broker=[m["bytes_moved_inter_broker"] for m in moves],
                                 ratio_to_bytes_over_throttle=round(ratio, 3))
     print(f"\nthrottle {rate / 1e6:.0f} MB/s, {size / MiB:.0f} MiB: move seconds {[round(s, 2) for s in seconds]}, "
           f"median = {ratio:.3f} x B/T")
     assert 0.9 <= ratio <= 1.15, ratio
 
 
-def test_unthrottled_copy(benchmark, cluster):
+@pytest.mark.benchmark(timer=CLOCK)
+def test_unthrottled_copy(benchmark, run_scenario):
     size = 512 * MiB
-    create_topics(cluster.bootstrap, [NewTopic("free", num_partitions=-1, replication_factor=-1,
-                                               replica_assignments={0: [1]})])
-    prefill(cluster.bootstrap, "free", 0, size)
-    seconds: list[float] = []
-    benchmark.pedantic(lambda: seconds.append(timed_move(cluster, "free", None)), rounds=3, iterations=1)
-    mbps = size / sorted(seconds)[1] / 1e6
-    benchmark.extra_info.update(bytes=size, mb_per_s_median=round(mbps, 1))
+    moves = moves_of(run_scenario(round_robin("bench-copy", "replication", 2, size, moves=3, every_s=8.0,
+                                              rate=LOAD))[0])
+    CLOCK.rounds(benchmark, [m["move_seconds"] for m in moves])
+    mbps = statistics.median(m["partition_bytes"] / m["move_seconds"] for m in moves) / 1e6
+    benchmark.extra_info.update(bytes=size, move_seconds=[round(m["move_seconds"], 3) for m in moves],
+                                mb_per_s_median=round(mbps, 1))
     print(f"\nunthrottled copy: {mbps:.0f} MB/s (median of 3, {size / MiB:.0f} MiB)")

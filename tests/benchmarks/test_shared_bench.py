@@ -1,145 +1,72 @@
 """Shared-storage benchmarks (run only with --benchmark-only, e.g. `make bench-throughput`).
 
-- move time distribution: >= 10 moves of a 100 MiB and of a 1 GiB partition, each under a
-  steady idempotent producer (~1 MB/s), round-robin over 3 brokers. Per move: the controller /
-  source / target events joined into a phase breakdown (commit, WAL wait, meta persist, force
-  upload + bytes, stream close, election, open, replay) and request -> first ack written by the
-  new owner as the client saw it. Goal: median <= 1 s, the two sizes within 30 %.
-- produce ack latency p50/p99 at a steady 20 MB/s through the S3 WAL (produce() -> delivery),
-  at the default wal.batch.interval.ms=250 and at 50.
+- move time distribution: one harness run per size (tests/benchmarks/runs.py), 10 moves of a
+  100 MiB and of a 1 GiB partition under a steady producer (~1 MB/s), round-robin over 3 brokers.
+  Per move, from summary.json: move_seconds (request -> first ack on the new owner) and the phase
+  breakdown of the system's journal (request_to_elect; close: WAL wait, meta persist, force
+  upload, stream close; open: open, replay) with the bytes moved to or from object storage.
+  Goal: median <= 1 s, the two sizes within 30 %. Each benchmark round is one move.
+- produce ack latency p50/p99 at a steady 20 MB/s through the S3 WAL (send -> ack, the run's
+  summary.json), one broker, at the default wal.batch.interval.ms=250 and at 50; the benchmark's
+  one round is the p50.
 Numbers land in the benchmark's extra_info (and are printed).
 """
 from __future__ import annotations
 
 import statistics
-import time
 
 import pytest
-from kafka import TopicPartition as KTP
-from kafka.admin import NewTopic
 
-from bench.run.cluster import Cluster
-from systems.core.events import read_events
-from tests.shared_harness import LoadProducer, move_timeline, prefill
-from tests.clients import admin, create_topics, wait_for
+from tests.benchmarks.runs import CLOCK, MiB, moves_of, round_robin
 
-MiB = 1 << 20
 MOVES = 10
+SIZES = {"100MiB": 100 * MiB, "1GiB": 1024 * MiB}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster("shared", 3, str(tmp_path_factory.mktemp("sbench") / "c"),
-                {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "1000"})
-    try:
-        c.start(timeout=60)
-        yield c
-    finally:
-        c.stop()
+def _distribution(moves: list[dict]) -> dict:
+    secs = [m["move_seconds"] for m in moves]
+    phases = sorted({p for m in moves for p in m["phases"]})
+    return {"moves": len(moves), "move_seconds_p50": round(statistics.median(secs), 4),
+            "move_seconds_min": round(min(secs), 4), "move_seconds_max": round(max(secs), 4),
+            "phases_ms_p50": {p: round(statistics.median(m["phases"].get(p, 0.0) for m in moves) * 1000, 2)
+                              for p in phases},
+            "bytes_moved_objstore_p50": statistics.median(m["bytes_moved_objstore"] for m in moves)}
 
 
-def _pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
-def _moves(c: Cluster, topic: str, size: int) -> dict:
-    create_topics(c.bootstrap, [NewTopic(topic, replica_assignments={0: [1]},
-                                         topic_configs={"max.message.bytes": str(16 * MiB)})])
-    prefill(c.bootstrap, topic, 0, size)
-
-    def drained():
-        ups = [e for e in read_events(c.dir) if e["event"] == "shared_upload" and e["source"] == 1]
-        return ups and ups[-1].get("backlog_bytes", 0) < 32 * MiB
-    wait_for(drained, 120, "uploads to catch up")
-    load = LoadProducer(c.bootstrap, topic, 0, msgs_per_s=1000, size=1000, tag=topic.encode()).start()
-    rows = []
-    a = admin(c.bootstrap)
-    try:
-        wait_for(lambda: len(load.acks) > 500, 30, "load")
-        owner = 1
-        for i in range(MOVES):
-            to = owner % 3 + 1
-            t_req = time.monotonic()
-            a.alter_partition_reassignments({KTP(topic, 0): [to]})
-            tl = wait_for(lambda: (lambda t: t if t and t["to"] == to and "ready_ts" in t else None)(
-                move_timeline(c.dir, topic, 0)), 30, "move")
-            end = tl["end_offset"]
-            first = wait_for(lambda: min((t for _, off, t in list(load.acks) if off >= end), default=None), 20, "ack")
-            tl["request_to_first_new_ack_s"] = round(first - t_req, 4)
-            rows.append(tl)
-            owner = to
-            time.sleep(1.5)  # let the new owner's tail build up again
-    finally:
-        a.close()
-        load.stop(60)
-    assert not load.errors and load.fatal is None, load.errors[:3]
-
-    def med(k):
-        vals = [r[k] for r in rows if r.get(k) is not None]
-        return round(statistics.median(vals), 4) if vals else None
-    ms = [r["move_seconds"] for r in rows]
-    acks = [r["request_to_first_new_ack_s"] for r in rows]
-    return {"size_mib": size // MiB, "moves": len(rows),
-            "move_seconds_p50": round(statistics.median(ms), 4), "move_seconds_max": round(max(ms), 4),
-            "move_seconds_min": round(min(ms), 4),
-            "request_to_first_new_ack_s_p50": round(statistics.median(acks), 4),
-            "request_to_first_new_ack_s_max": round(max(acks), 4),
-            "phases_ms_p50": {k: med(k) for k in ("commit_ms", "wal_wait_ms", "meta_persist_ms", "force_upload_ms",
-                                                  "stream_close_ms", "open_ms", "replay_ms")},
-            "force_upload_bytes_p50": med("force_upload_bytes"),
-            "recovery": sorted({r.get("recovery") for r in rows}),
-            "rows": rows}
-
-
-def test_move_time_distribution(benchmark, cluster):
-    out = {}
-
-    def run():
-        out["100MiB"] = _moves(cluster, "b100", 100 * MiB)
-        out["1GiB"] = _moves(cluster, "b1g", 1024 * MiB)
-    benchmark.pedantic(run, rounds=1, iterations=1)
-    for k, v in out.items():
-        benchmark.extra_info[k] = {kk: vv for kk, vv in v.items() if kk != "rows"}
-        print(f"\n{k}: {benchmark.extra_info[k]}")
-    a, b = out["100MiB"]["move_seconds_p50"], out["1GiB"]["move_seconds_p50"]
+@pytest.mark.benchmark(timer=CLOCK)
+def test_move_time_distribution(benchmark, run_scenario):
+    sc = round_robin("bench-shared-moves", "shared", 3, 0, moves=MOVES, every_s=2.5, first_s=8.0, rate=1000.0)
+    sc["matrix"] = {"prefill.bytes_per_partition": list(SIZES.values())}
+    runs = run_scenario(sc)
+    out = {name: moves_of(run) for name, run in zip(SIZES, runs)}
+    CLOCK.rounds(benchmark, [m["move_seconds"] for moves in out.values() for m in moves])
+    for name, moves in out.items():
+        benchmark.extra_info[name] = _distribution(moves)
+        print(f"\n{name}: {benchmark.extra_info[name]}")
+    a, b = (benchmark.extra_info[n]["move_seconds_p50"] for n in SIZES)
     benchmark.extra_info["size_ratio_p50"] = round(max(a, b) / min(a, b), 3)
 
 
+@pytest.mark.benchmark(timer=CLOCK)
 @pytest.mark.parametrize("wal_interval_ms", [250, 50])
-def test_produce_ack_latency_20mb_per_s(benchmark, tmp_path, wal_interval_ms):
+def test_produce_ack_latency_20mb_per_s(benchmark, run_scenario, wal_interval_ms):
     # At the default 250 ms WAL interval the client's 5 in-flight requests per broker each wait a
     # WAL round trip, which caps one broker below 20 MB/s and the queue grows; 50 ms shows the
-    # latency the S3 WAL gives when the cycle is not the limit.
-    cluster = Cluster("shared", 3, str(tmp_path / "c"), {"broker.session.timeout.ms": "6000",
-                                                         "wal.batch.interval.ms": str(wal_interval_ms)})
-    cluster.start(timeout=60)
-    try:
-        _latency(benchmark, cluster)
-    finally:
-        cluster.stop()
-
-
-def _latency(benchmark, cluster):
-    # One broker, 4 partitions: a single partition is capped by the client's 5 in-flight batches
-    # per WAL round trip (>= wal.batch.interval.ms), as with any S3-WAL design.
-    create_topics(cluster.bootstrap, [NewTopic("lat", replica_assignments={i: [2] for i in range(4)})])
-    res = {}
-
-    def run():
-        load = LoadProducer(cluster.bootstrap, "lat", [0, 1, 2, 3], msgs_per_s=1000, size=20_000, tag=b"lat",
-                            **{"linger.ms": 20, "batch.size": 2_000_000,
-                               "queue.buffering.max.kbytes": 262144}).start()
-        time.sleep(3)  # warm-up
-        n0 = len(load.acks)
-        t0 = time.monotonic()
-        time.sleep(15)
-        t1 = time.monotonic()
-        load.stop(60)
-        lat = sorted(t - load.sent_ts[seq] for seq, _, t in load.acks[n0:] if t0 <= load.sent_ts[seq] <= t1)
-        res.update(samples=len(lat), mb_per_s=round(len(lat) * 20_000 / (t1 - t0) / 1e6, 2),
-                   ack_ms_p50=round(_pct(lat, 0.5) * 1000, 1), ack_ms_p99=round(_pct(lat, 0.99) * 1000, 1),
-                   ack_ms_max=round(lat[-1] * 1000, 1), errors=len(load.errors))
-    benchmark.pedantic(run, rounds=1, iterations=1)
+    # latency the S3 WAL gives when the cycle is not the limit. One broker, 4 partitions: a single
+    # partition is capped by the client's 5 in-flight batches per WAL round trip
+    # (>= wal.batch.interval.ms), as with any S3-WAL design.
+    [(run_dir, s)] = run_scenario({
+        "name": "bench-ack-latency",
+        "system": {"kind": "shared", "brokers": 1, "wal_batch_interval_ms": float(wal_interval_ms)},
+        "workload": {"topics": [{"name": "lat", "partitions": 4}], "message_bytes": 20_000,
+                     "produce_rate_msgs_per_s": 1000.0, "producers": 1, "duration_s": 15.0},
+    })
+    assert not s.get("error") and s["checks"]["valid"] is True, (run_dir, s.get("error"), s["checks"]["failed"])
+    p = s["producer"]
+    CLOCK.rounds(benchmark, [p["latency_ms"]["p50"] / 1000])
+    res = {"acked": p["acked"], "mb_per_s": round(p["throughput_mb_per_s"], 2),
+           "ack_ms_p50": round(p["latency_ms"]["p50"], 1), "ack_ms_p99": round(p["latency_ms"]["p99"], 1),
+           "ack_ms_max": round(p["latency_ms"]["max"], 1), "failed": p["failed"], "unknown": p["info"],
+           "cpu_percent": s["cpu"]}
     benchmark.extra_info.update(res)
-    print(f"\nack latency at 20 MB/s: {res}")
+    print(f"\nack latency at 20 MB/s, wal.batch.interval.ms={wal_interval_ms}: {res}")

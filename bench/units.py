@@ -1,0 +1,75 @@
+"""Byte sizes, read and written the same way everywhere: scenario files and overrides
+(``parse_bytes``), run summaries, tables and figures (``format_bytes``)."""
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from numbers import Real
+from typing import Any
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_DECIMAL = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+MISSING = "–"  # what the report tables show for an absent value
+
+
+def parse_bytes(value: Any) -> Any:
+    """``4096``, ``"4KiB"``, ``"1.5 GiB"``, ``"100MB"`` -> int bytes. Binary (KiB) and decimal (KB)
+    units are both accepted and mean what they say; bare ``k``/``m`` are rejected as ambiguous."""
+    if isinstance(value, bool):
+        raise ValueError("must be a byte size like 4096 or '64MiB'")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"must be a whole number of bytes, got {value}")
+        return int(value)
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m and m.group(2).lower() in _UNITS:
+            n = Fraction(m.group(1)) * _UNITS[m.group(2).lower()]  # exact: "8.2TB" is 8.2e12 bytes
+            if n.denominator != 1:
+                raise ValueError(f"must be a whole number of bytes, got {value!r}")
+            return int(n)
+        raise ValueError(f"must be a byte size like 4096 or '64MiB', got {value!r}")
+    return value  # let the int validator produce its usual type error
+
+
+def _exact(n: float, units: tuple[tuple[str, int], ...]) -> str | None:
+    """``n`` in the largest unit it reaches, if that takes at most one decimal (1.5 GiB, 8.2 TB)."""
+    for unit, mult in units:
+        if abs(n) >= mult:
+            tenths = n * 10 / mult
+            return f"{tenths / 10:g} {unit}" if tenths == round(tenths) else None
+    return None
+
+
+def format_bytes(n: Any, *, exact: bool = False) -> str:
+    """A byte count for people: ``64 MiB``, ``1.5 GiB``, ``8.2 TB``, ``1000 B``.
+
+    A value that is round in binary or in decimal units is written exactly in that unit (so it
+    reads back with :func:`parse_bytes` as the same number: scenario values look as they were
+    written); any other value is rounded to one decimal in binary units (``37.8 MiB``), or, with
+    ``exact=True`` (keys that group runs must not merge two sizes), in the largest binary unit
+    that divides it (``1280 MiB``), else in bytes."""
+    if isinstance(n, bool) or not isinstance(n, Real) or not math.isfinite(n):  # Real: numpy scalars too
+        return MISSING
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    found = _exact(n, _BINARY) or _exact(n, _DECIMAL)
+    if found:
+        return found
+    if exact:  # whole units, else bytes
+        unit, mult = next(((u, m) for u, m in _BINARY if n % m == 0), ("B", 1))
+        return f"{n / mult:.0f} {unit}"
+    unit, mult = next((u, m) for u, m in _BINARY if abs(n) >= m)
+    return f"{n / mult:.1f} {unit}"
+
+
+__all__ = ["MISSING", "format_bytes", "parse_bytes"]
