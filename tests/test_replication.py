@@ -1,23 +1,32 @@
-"""Replication-copy backend: moves under load, throttles, ISR, failures, bad plans."""
+"""Replication-copy backend: moves under load, throttles, ISR, failures, bad plans.
+
+Runs under produce load are scenarios run by the harness (``run_scenario``: the Locust load, the
+timeline, the verifying consumer) and judged by its checkers (lost, duplicated, reordered acked
+messages; move_seconds; bytes_moved). Behaviour that needs no load uses plain clients.
+"""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
+import pyarrow.compute as pc
 import pytest
 from kafka import TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from bench.history.names import EVENT_LEADER_CHANGE
+from bench.history.store import read_history
+from bench.run.load import PREFILL_RECORD_BYTES, prefill
 from systems.core import errors
-from systems.core.events import read_events
-from tests.clients import admin, create_topics, wait_for
-from tests.loadgen import BackgroundProducer, prefill, verify_partition
+from tests.clients import admin, create_topics, idempotent_producer, produce_all, wait_for
 from tests.rawclient import RawConn, batch
 
 MiB = 1024 * 1024
+FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
 def _partition(bootstrap, topic, index):
@@ -42,51 +51,59 @@ def _reassign(c, plan, *extra):
                            "--reassignment-json-file", path, *extra], capture_output=True, text=True, timeout=60)
 
 
-def _move_under_load(c, topic, target, prefill_bytes):
-    n = prefill(c.bootstrap, topic, 0, prefill_bytes)
-    bg = BackgroundProducer(c.bootstrap, topic, 0, rate=800, size=1024).start()
-    time.sleep(1)
-    t0 = time.time()
-    r = _reassign(c, [{"topic": topic, "partition": 0, "replicas": target}], "--execute")
-    assert r.returncode == 0, r.stdout + r.stderr
-    wait_for(lambda: (p := _partition(c.bootstrap, topic, 0)) and p["replica_nodes"] == target, 120, "move to finish")
-    moved = time.time() - t0
-    time.sleep(1)
-    bg.stop()
-    assert not bg.errors, bg.errors[:3]
-    r = _reassign(c, [{"topic": topic, "partition": 0, "replicas": target}], "--verify")
-    assert r.returncode == 0 and "is completed" in r.stdout, r.stdout
-    seen = verify_partition(c.bootstrap, topic, 0, {}, {0: 4096, 1: 1024})
-    assert seen[0] == list(range(n)), "prefilled data differs after the move"
-    assert set(s for _, s, _ in bg.acked) <= set(seen[1]), "acked messages lost in the move"
-    return moved, len(bg.acked)
+def _passed(run_scenario, scenario):
+    """One run of ``scenario``: completed, every checker valid, every acked send acked once and
+    no send failed or left in doubt (the idempotent producer's session survived)."""
+    [(run_dir, s)] = run_scenario(scenario)
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, s["error"], c["failed"], c["unknown"])
+    assert s["verify"]["complete"] == s["verify"]["partitions"], (run_dir, s["verify"])
+    p = s["producer"]
+    assert p["acked"] > 0 and (p["failed"], p["info"]) == (0, 0), (run_dir, p)
+    return run_dir, s
 
 
-def test_move_rf1_under_load(make_cluster):
-    c = make_cluster(brokers=3)
-    create_topics(c.bootstrap, [NewTopic("hot", num_partitions=-1, replication_factor=-1,
-                                         replica_assignments={0: [1]})])
-    moved, acked = _move_under_load(c, "hot", [2], 256 * MiB)
-    p = _partition(c.bootstrap, "hot", 0)
-    assert p["leader_id"] == 2 and p["isr_nodes"] == [2]
-    # The old replica's files are deleted; the copy was counted.
-    import os
-    assert not os.path.exists(os.path.join(c.dir, "broker-1", "data", "hot-0"))
-    moved_in = sum(e["bytes"] for e in read_events(c.dir)
-                   if e["event"] == "bytes_moved" and e.get("direction") == "reassign_in")
-    assert moved_in >= 256 * MiB
-    assert acked > 0
+def _client_view(run_dir, topic):
+    """The last leader_change a client saw for ``topic`` partition 0: {leader, replicas, isr}."""
+    t = read_history(run_dir / "history.parquet")
+    t = t.filter(pc.fill_null(pc.and_(pc.equal(t["event"], EVENT_LEADER_CHANGE), pc.equal(t["topic"], topic)), False))
+    seen = [d for d in map(json.loads, t["detail"].to_pylist()) if d.get("source") == "client"]
+    return seen[-1]
 
 
-def test_move_rf2_under_load(make_cluster):
-    c = make_cluster(brokers=3)
-    create_topics(c.bootstrap, [NewTopic("hot2", num_partitions=-1, replication_factor=-1,
-                                         replica_assignments={0: [1, 2]})])
-    _move_under_load(c, "hot2", [2, 3], 256 * MiB)
-    p = _partition(c.bootstrap, "hot2", 0)
-    assert p["replica_nodes"] == [2, 3] and sorted(p["isr_nodes"]) == [2, 3] and p["leader_id"] == 2
-    kinds = [e["event"] for e in read_events(c.dir) if e.get("topic") == "hot2"]
-    assert "reassignment_started" in kinds and "reassignment_completed" in kinds
+def test_moves_under_load(run_scenario):
+    """256 MiB partitions moved under an idempotent producer's load: 1 -> 2 (replication factor 1)
+    and [2,3] -> [3,1] (factor 2: the leader leaves, one new replica copies the log). The copy is the
+    partition, the old replicas are deleted, the moved partitions are in sync on their targets."""
+    run_dir, s = _passed(run_scenario, {
+        "name": "moves-under-load",
+        # Runner placement: one-0 on [1], two-0 on [2, 3].
+        "system": {"kind": "replication", "brokers": 3, "extra": FAST},
+        "workload": {"topics": [{"name": "one", "partitions": 1}, {"name": "two", "partitions": 1,
+                                                                    "replication_factor": 2}],
+                     "message_bytes": "1KiB", "produce_rate_msgs_per_s": 800, "duration_s": 8},
+        "prefill": {"bytes_per_partition": "256MiB"},
+        "actions": [{"at_s": 2, "kind": "reassign", "topic": "one", "partition": 0, "to": [2]},
+                    {"at_s": 2, "kind": "reassign", "topic": "two", "partition": 0, "to": [3, 1]}],
+    })
+    assert s["verify"]["prefill_read"] == 2 * 256 * MiB // PREFILL_RECORD_BYTES, s["verify"]
+    moves = {m["topic"]: m for m in s["moves"]}
+    for m in moves.values():
+        assert m["move_seconds"] is not None and m["move_seconds"] > 0, m
+        # What was copied is the partition (log framing and the writes during the move on top).
+        assert m["partition_bytes"] >= 256 * MiB, m
+        assert m["partition_bytes"] <= m["bytes_moved_inter_broker"] <= 1.1 * m["partition_bytes"], m
+    assert moves["one"]["new_leader"] == 2 and moves["two"]["new_leader"] == 3, moves
+    assert {k: v for k, v in _client_view(run_dir, "one").items() if k in ("leader", "replicas", "isr")} == \
+        {"leader": 2, "replicas": [2], "isr": [2]}
+    two = _client_view(run_dir, "two")
+    assert two["leader"] == 3 and two["replicas"] == [3, 1] and sorted(two["isr"]) == [1, 3], two
+    # The controller completed the reassignments (KIP-455) and the leaving replicas deleted their logs.
+    done = {m["topic"] for m in s["checks"]["move_seconds"]["moves"] if m.get("move_complete_ts")}
+    assert done == {"one", "two"}, s["checks"]["move_seconds"]["moves"]
+    logs = run_dir / "logs"
+    assert "removing replica one-0 (moved away)" in (logs / "broker-1.log").read_text()
+    assert "removing replica two-0 (moved away)" in (logs / "broker-2.log").read_text()
 
 
 def test_throttle_caps_only_the_move(make_cluster):
@@ -96,7 +113,7 @@ def test_throttle_caps_only_the_move(make_cluster):
         NewTopic("isr", num_partitions=-1, replication_factor=-1, replica_assignments={0: [1, 2]}),
     ])
     b = 6 * MiB
-    prefill(c.bootstrap, "big", 0, b)
+    prefill(c.bootstrap, [("big", 0)], b)
     rate = 2_000_000  # slow enough that throttled ISR traffic could not go unnoticed
     t0 = time.monotonic()
     r = _reassign(c, [{"topic": "big", "partition": 0, "replicas": [3]}], "--execute", "--throttle", str(rate))
@@ -104,7 +121,8 @@ def test_throttle_caps_only_the_move(make_cluster):
     # While the move is throttled, ordinary ISR replication of another partition is not:
     # 16 MiB with acks=all (waits for the follower) finishes long before 16 MiB / rate.
     t1 = time.monotonic()
-    prefill(c.bootstrap, "isr", 0, 16 * MiB)
+    produce_all(idempotent_producer(c.bootstrap, **{"linger.ms": 20, "batch.size": 1_000_000}),
+                [("isr", 0, None, bytes(64 * 1024), None)] * 256)
     isr_seconds = time.monotonic() - t1
     wait_for(lambda: (p := _partition(c.bootstrap, "big", 0)) and p["replica_nodes"] == [3], 60, "throttled move")
     seconds = time.monotonic() - t0
@@ -124,26 +142,22 @@ def test_throttle_caps_only_the_move(make_cluster):
         a.close()
 
 
-def test_leader_kill9_rf3_min_isr2_loses_nothing(make_cluster):
-    c = make_cluster(brokers=3)
-    create_topics(c.bootstrap, [NewTopic("safe", num_partitions=-1, replication_factor=-1,
-                                         replica_assignments={0: [1, 2, 3]},
-                                         topic_configs={"min.insync.replicas": "2"})])
-    bg = BackgroundProducer(c.bootstrap, "safe", 0, rate=1000, size=512).start()
-    time.sleep(2)
-    killed_at = time.time()
-    c.kill_broker(1)
-    live = f"{c.brokers[2].host}:{c.brokers[2].port}"
-    wait_for(lambda: (p := _partition(live, "safe", 0)) and p["leader_id"] in (2, 3), 15, "new leader")
-    time.sleep(3)
-    bg.stop()
-    assert not bg.errors, bg.errors[:3]
-    after = [t for _, _, t in bg.acked if t > killed_at]
-    assert after, "no acks after the leader was killed"
-    # Served again within the session timeout (3 s here) plus a client metadata refresh.
-    assert min(after) - killed_at < 3 + 5
-    seen = verify_partition(live, "safe", 0, {}, {1: 512})
-    assert set(s for _, s, _ in bg.acked) <= set(seen[1])
+def test_leader_kill9_rf3_min_isr2_loses_nothing(run_scenario):
+    """Kafka's production setting (replication factor 3, min.insync.replicas 2, acks=all): kill -9
+    of the leader under load loses no acknowledged message, and an in-sync follower serves the
+    partition again within the session timeout (3 s here) plus a client metadata refresh."""
+    _, s = _passed(run_scenario, {
+        "name": "leader-kill-rf3",
+        "system": {"kind": "replication", "brokers": 3, "extra": {**FAST, "min.insync.replicas": 2}},
+        "workload": {"topics": [{"name": "safe", "partitions": 1, "replication_factor": 3}],  # leader 1
+                     "message_bytes": 512, "produce_rate_msgs_per_s": 1000, "duration_s": 8},
+        "actions": [{"at_s": 2, "kind": "kill_broker", "broker": 1}],
+    })
+    (fault,) = s["outages"]
+    assert fault["partitions"] == ["safe-0"], fault
+    assert fault["recovered_by"] == "leader_change" and fault["new_leader"] in (2, 3), fault
+    # Until the first ack after the failover: producers were served again.
+    assert fault["unavailable_seconds"] < 3 + 5, fault
 
 
 def test_min_insync_replicas_refuses_acks_all(make_cluster):
@@ -236,11 +250,10 @@ def test_bad_plans_change_nothing(make_cluster, tmp_path):
 
 
 def test_replica_removed_while_down_is_deleted_on_restart(make_cluster):
-    import os
     c = make_cluster(brokers=3)
     create_topics(c.bootstrap, [NewTopic("gone", num_partitions=-1, replication_factor=-1,
                                          replica_assignments={0: [1, 2]})])
-    prefill(c.bootstrap, "gone", 0, 1 * MiB)
+    prefill(c.bootstrap, [("gone", 0)], 1 * MiB)
     stray = os.path.join(c.dir, "broker-2", "data", "gone-0")
     wait_for(lambda: os.path.isdir(stray) and os.listdir(stray), 15, "replica on broker 2")
     c.kill_broker(2)

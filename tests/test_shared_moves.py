@@ -1,108 +1,87 @@
-"""Shared-storage moves under an idempotent producer's load (real processes, real clients).
+"""Shared-storage moves under an idempotent producer's load, run by the harness.
 
-One 3-broker cluster with its embedded SeaweedFS serves the module. Each move: prefill the
-partition with real data through the produce path (it ends up in stream objects in object
-storage), start a steady confluent-kafka idempotent producer, ask for the move through the
-AlterPartitionReassignments API, and check: request -> first ack written by the new owner
-<= 2 s; every acked message read back byte-identical, in order, without duplicates; the
-producer's idempotent session continues on the new owner (no new producer id or epoch there).
+Each move is a scenario run (``run_scenario``: a 3-broker cluster with its embedded SeaweedFS,
+the prefill written through the produce path into object storage, the Locust load, a reassign
+action, the verifying consumer) judged by the checkers: request -> first ack on the new owner
+<= 2 s (``checks.max_move_seconds``), every acked message read back once and in order, the
+prefill served by the new owner from stream objects, and the producer's idempotent session
+continued on the new owner (no send failed, no new producer session there).
 """
 from __future__ import annotations
 
-import time
+import json
 
+import pyarrow.compute as pc
 import pytest
 from kafka import TopicPartition as KTP
 from kafka.admin import NewTopic
 
-from bench.run.cluster import Cluster
-from systems.core.events import read_events
-from tests.shared_harness import LoadProducer, move_timeline, parse_payload, prefill, read_back, check_acked
-from tests.clients import admin, create_topics, wait_for
+from bench.history.names import EVENT_MOVE_COMPLETE
+from bench.history.store import read_history
+from bench.run.load import PREFILL_RECORD_BYTES
+from tests.clients import admin, create_topics
 
 MiB = 1 << 20
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
 
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster("shared", 3, str(tmp_path_factory.mktemp("shared") / "c"), dict(FAST))
+def _events(run_dir, name):
+    t = read_history(run_dir / "history.parquet")
+    t = t.filter(pc.fill_null(pc.equal(t["event"], name), False))
+    return [json.loads(d) if d else {} for d in t["detail"].to_pylist()]
+
+
+def move_under_load(run_scenario, size: int):
+    """Partition m-0 (on broker 1) filled with ``size`` bytes, moved to broker 2 under load."""
+    [(run_dir, s)] = run_scenario({
+        "name": f"shared-move-{size // MiB}MiB",
+        "system": {"kind": "shared", "brokers": 3,
+                   "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
+        "workload": {"topics": [{"name": "m", "partitions": 1}], "message_bytes": 1000,
+                     "produce_rate_msgs_per_s": 400, "duration_s": 5},
+        "prefill": {"bytes_per_partition": size},
+        "actions": [{"at_s": 2, "kind": "reassign", "topic": "m", "partition": 0, "to": [2]}],
+        "checks": {"max_move_seconds": 2},
+    })
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, s["error"], c["failed"], c["unknown"])
+    (move,) = s["moves"]
+    print(f"\n{size // MiB} MiB: move {json.dumps(move)}")
+    assert move["new_leader"] == 2 and move["move_seconds"] <= 2.0, move
+    # The idempotent session went on: nothing failed or in doubt, and the new owner knew the
+    # producer from the partition's metadata (no new session there).
+    p = s["producer"]
+    assert p["acked"] > 500 and (p["failed"], p["info"]) == (0, 0), p
+    sessions = [e for e in _events(run_dir, "shared_producer_session") if e["topic"] == "m" and e["source"] == 2]
+    assert sessions == [], sessions
+    # The prefill, read back from offset 0 after the move: served by the new owner from stream
+    # objects in object storage (cold reads).
+    assert s["verify"]["complete"] == 1 and s["verify"]["prefill_read"] == size // PREFILL_RECORD_BYTES, s["verify"]
+    # Nothing copied between brokers; what went to object storage is the tail, not the partition.
+    assert move["bytes_moved_inter_broker"] == 0 and move["bytes_moved_objstore"] < size / 2, move
+    (opened,) = [e for e in _events(run_dir, "shared_partition_opened") if e.get("action_id") == 0]
+    (elected,) = [e for e in _events(run_dir, EVENT_MOVE_COMPLETE) if e.get("action_id") == 0]
+    return opened, elected
+
+
+def test_move_100mib_partition_under_load(run_scenario):
+    opened, elected = move_under_load(run_scenario, 100 * MiB)
+    assert opened["recovery"] == "clean" and elected["how"] == "closed", (opened, elected)
+
+
+def test_move_1gib_partition_under_load(run_scenario):
+    opened, _ = move_under_load(run_scenario, 1024 * MiB)
+    assert opened["recovery"] == "clean", opened
+
+
+def test_reassignment_must_name_exactly_one_broker(make_cluster):
+    c = make_cluster("shared", 3)
+    create_topics(c.bootstrap, [NewTopic("inv", 1, 1)])
+    a = admin(c.bootstrap)
     try:
-        c.start(timeout=60)
-        yield c
-    finally:
-        c.stop()
-
-
-def backlog_drained(c: Cluster, broker: int, threshold: int) -> bool:
-    ups = [e for e in read_events(c.dir) if e["event"] == "shared_upload" and e["source"] == broker]
-    return bool(ups) and ups[-1].get("backlog_bytes", 0) < threshold
-
-
-def reassign(bootstrap: str, topic: str, partition: int, replicas: list[int]):
-    a = admin(bootstrap)
-    try:
-        return a.alter_partition_reassignments({KTP(topic, partition): replicas})
+        for bad in ([1, 2], [1, 2, 3], [99]):
+            res = a.alter_partition_reassignments({KTP("inv", 0): bad})
+            assert [e.__name__ for e in res.values()] == ["InvalidReplicationAssignmentError"], (bad, res)
     finally:
         a.close()
-
-
-def move_under_load(c: Cluster, topic: str, size: int) -> dict:
-    create_topics(c.bootstrap, [NewTopic(topic, replica_assignments={0: [1]},
-                                         topic_configs={"max.message.bytes": str(16 * MiB)})])
-    n, secs = prefill(c.bootstrap, topic, 0, size)
-    # A stable cluster: uploads have caught up with the prefill (what a move flushes is the tail).
-    wait_for(lambda: backlog_drained(c, 1, 32 * MiB), 60, "uploads to catch up")
-    load = LoadProducer(c.bootstrap, topic, 0, msgs_per_s=400, size=1000).start()
-    try:
-        wait_for(lambda: len(load.acks) > 200, 20, "load producer acks")
-        t_req = time.monotonic()
-        reassign(c.bootstrap, topic, 0, [2])
-        tl = wait_for(lambda: (lambda t: t if t and "ready_ts" in t else None)(move_timeline(c.dir, topic, 0)),
-                      30, "the target to serve")
-        end = tl["end_offset"]  # offsets >= end were written by the new owner
-        first_new = wait_for(lambda: min((t for _, off, t in list(load.acks) if off >= end), default=None),
-                             20, "an ack from the new owner")
-        time.sleep(1.0)
-    finally:
-        left = load.stop(60)
-    assert left == 0 and not load.errors and load.fatal is None, (left, load.errors[:5], load.fatal)
-    ack_s = first_new - t_req
-    tl["request_to_first_new_ack_s"] = round(ack_s, 3)
-    tl["prefill_mib_per_s"] = round(size / MiB / secs, 1)
-    print(f"\n{topic}: {size // MiB} MiB, move {tl}")
-    assert ack_s <= 2.0, tl
-
-    # Every acked load message, byte-identical, in order, no duplicates (read from the new owner).
-    first = min(off for _, off, _ in load.acks)
-    last = max(off for _, off, _ in load.acks)
-    msgs = read_back(c.bootstrap, topic, 0, first, last + 1, timeout=60)
-    counts = check_acked(load, msgs)
-    assert counts["acked"] == len(load.acks) > 500
-    # The producer's idempotent session was kept: the target knew it from the meta stream.
-    sessions = [e for e in read_events(c.dir) if e["event"] == "shared_producer_session" and e["topic"] == topic
-                and e["source"] == 2]
-    assert sessions == [], sessions
-    # Old data is served by the new owner from stream objects (cold range reads), intact.
-    head = read_back(c.bootstrap, topic, 0, 0, 64, timeout=30)
-    assert [parse_payload(v)[1] for _, v in head] == list(range(64))
-    return tl
-
-
-def test_move_100mib_partition_under_load(cluster):
-    tl = move_under_load(cluster, "m100", 100 * MiB)
-    assert tl["recovery"] == "clean" and tl["election_how"] == "closed"
-
-
-def test_move_1gib_partition_under_load(cluster):
-    tl = move_under_load(cluster, "m1g", 1024 * MiB)
-    assert tl["recovery"] == "clean"
-
-
-def test_reassignment_must_name_exactly_one_broker(cluster):
-    create_topics(cluster.bootstrap, [NewTopic("inv", 1, 1)])
-    for bad in ([1, 2], [1, 2, 3], [99]):
-        res = reassign(cluster.bootstrap, "inv", 0, bad)
-        assert [e.__name__ for e in res.values()] == ["InvalidReplicationAssignmentError"], (bad, res)

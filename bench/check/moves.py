@@ -208,17 +208,21 @@ def _partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, n
 
 def _first_client_leader_change(leader_changes: list, tp: tuple[str, int], after: float,
                                 faulted: int) -> Any:
-    """The first leader_change of ``tp`` a client saw after ``after`` to a live leader (>= 0)
-    other than the faulted broker, or None."""
+    """The first leader_change of ``tp`` a client saw (the metadata poller's, not a cluster
+    journal's) after ``after`` to a live leader (>= 0) other than the faulted broker, or None."""
     return next((e for e in leader_changes
                  if e.ts > after and _tp_of(e) == tp and e.detail.get("source", "client") == "client"
                  and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
                  and e.detail["leader"] != faulted), None)
 
 
-def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:
-    """The outage windows of one fault action, one per affected partition (see
-    :func:`check_unavailable_seconds`)."""
+def fault_recoveries(v: HistoryView, a: _Action, leader_changes: list | None = None) -> list[dict[str, Any]]:
+    """Per partition a fault affected: when and how it recovered, as
+    :func:`check_unavailable_seconds` defines it -> ``[{topic, partition, recovery_ts,
+    recovered_by, recovery_action_id | new_leader}]`` (``recovery_ts`` None: no recovery). Events
+    only, no acks (the window's end, the first ack at or after ``recovery_ts``, is the caller's)."""
+    if leader_changes is None:
+        leader_changes = v.events_named(EVENT_LEADER_CHANGE)
     recovery_kind = FAULT_RECOVERY[a.kind]
     rec = next((r for r in v.actions
                 if r.kind == recovery_kind and r.start >= a.start and r.ok is not False
@@ -228,25 +232,36 @@ def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dic
     if not tps and a.broker is None:  # the controller / object store: every partition with load
         keys = _uniq(_tp_key(v.s_topic, v.s_part))
         tps = {(v.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in keys[keys >= 0]}
-    w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
     out = []
     for tp in sorted(tps):
         lc = _first_client_leader_change(leader_changes, tp, a.start, a.broker) if a.broker is not None else None
-        rec_info: dict[str, Any] = {"recovery_ts": None, "recovered_by": None}
+        info: dict[str, Any] = {"topic": tp[0], "partition": tp[1], "recovery_ts": None, "recovered_by": None}
         if rec_ts is not None and (lc is None or rec_ts <= lc.ts):
-            rec_info = {"recovery_ts": rec_ts, "recovered_by": recovery_kind, "recovery_action_id": rec.action_id}
+            info.update(recovery_ts=rec_ts, recovered_by=recovery_kind, recovery_action_id=rec.action_id)
         elif lc is not None:
-            rec_info = {"recovery_ts": lc.ts, "recovered_by": "leader_change", "new_leader": lc.detail["leader"]}
-        ack, _ = v.acks_of(*tp)
+            info.update(recovery_ts=lc.ts, recovered_by=EVENT_LEADER_CHANGE, new_leader=lc.detail["leader"])
+        out.append(info)
+    return out
+
+
+def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:
+    """The outage windows of one fault action, one per affected partition (see
+    :func:`check_unavailable_seconds`)."""
+    w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
+    out = []
+    for rec in fault_recoveries(v, a, leader_changes):
+        ack, _ = v.acks_of(rec["topic"], rec["partition"])
         first_ack = None
-        if rec_info["recovery_ts"] is not None:
-            i = int(np.searchsorted(ack, rec_info["recovery_ts"], "left"))
+        if rec["recovery_ts"] is not None:
+            i = int(np.searchsorted(ack, rec["recovery_ts"], "left"))
             first_ack = float(ack[i]) if i < ack.size else None
         w1 = max(first_ack if first_ack is not None else v.load_end, w0)
         gap, g0, g1 = _longest_gap(ack, w0, w1)
-        out.append({"action_id": a.action_id, "action": a.kind, "topic": tp[0], "partition": tp[1],
-                    "broker": a.broker, "window": [w0, w1], "unavailable_seconds": gap, "gap": [g0, g1],
-                    **rec_info, "first_ack_ts": first_ack})
+        out.append({"action_id": a.action_id, "action": a.kind, "topic": rec["topic"],
+                    "partition": rec["partition"], "broker": a.broker, "window": [w0, w1],
+                    "unavailable_seconds": gap, "gap": [g0, g1],
+                    **{k: x for k, x in rec.items() if k not in ("topic", "partition")},
+                    "first_ack_ts": first_ack})
     return out
 
 
@@ -264,9 +279,10 @@ def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = N
       (first to last send invocation); at the end of the load when the move end is unknown.
     * **faults** (kill_broker, pause_broker, kill_controller, stop_object_store): at the first ack
       on the partition at or after its *recovery*, so the window holds the whole outage however
-      long it lasts. Affected partitions: those the fault's action_start names (for a broker
-      fault: the partitions on the broker); a controller or object-store fault that names none
-      affects every partition with a send. Recovery of a partition = the earliest of
+      long it lasts. Affected partitions: those the fault's action_start names (the timeline
+      names, for a broker fault, the partitions on the broker and those a running move takes
+      from or brings to it; for the controller and the object store, every partition); a
+      controller or object-store fault that names none affects every partition with a send. Recovery of a partition = the earliest of
       (a) the action_end of the fault's paired recovery action (restart_broker of the same broker,
       resume_broker of the same broker, restart_controller, start_object_store: the first one
       started at or after the fault that did not fail) and, for a broker fault only,

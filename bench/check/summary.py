@@ -20,7 +20,9 @@ clock). Shape::
      verify: {partitions, complete, read, prefill_read},
      outages: [{action_id, kind, broker, start_ts, partitions, unavailable_seconds (worst affected
                 partition, until its first ack after recovery), worst_partition, recovered_ts,
-                recovery_seconds, recovered_by (the recovery action's kind or "leader_change"),
+                recovery_seconds, recovered_by (the recovery action's kind or "leader_change",
+                then new_leader: the broker it failed over to), first_ack_seconds (fault start to
+                the worst partition's first ack after recovery),
                 during_moves (move action ids in flight at the fault), run_unavailable_seconds
                 (worst gap of those partitions over the whole run)}]}
 
@@ -221,7 +223,10 @@ def _outages(v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
             "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
             "recovered_ts": last["recovery_ts"] if last else None,
             "recovery_seconds": last["recovery_ts"] - a.start if last else None,
+            # When the worst partition was served again: its first ack at or after recovery.
+            "first_ack_seconds": worst["first_ack_ts"] - a.start if worst and worst["first_ack_ts"] is not None else None,
             "recovered_by": last["recovered_by"] if last else None,
+            **({"new_leader": last["new_leader"]} if last and "new_leader" in last else {}),
             "during_moves": hit,
             "run_unavailable_seconds": max((run_worst.get((w["topic"], w["partition"]), 0.0) for w in win),
                                            default=None),

@@ -25,7 +25,7 @@ from systems.registry import NAMES as SYSTEMS
 DEFAULT_SUITE = "default"
 
 
-def _sigterm_as_interrupt() -> None:
+def sigterm_as_interrupt() -> None:
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
@@ -37,7 +37,7 @@ def cmd_run(args) -> int:
 
     sc_path = runner.resolve_scenario(args.scenario)
     sc = load_scenario(sc_path, args.set or [])  # validated before anything starts
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
                                   keep_data=args.keep_data)
     from bench.check.summary import print_comparison
@@ -115,7 +115,7 @@ def cmd_list(args) -> int:
 def cmd_suite(args) -> int:
     from bench.run.suite import run_suite
 
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress)
 
 

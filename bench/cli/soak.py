@@ -86,7 +86,7 @@ def judge(samples: list[dict], warmup_s: float, window_s: float = 60.0) -> dict:
 
 
 def run(args) -> int:
-    from bench.cli.runs import _sigterm_as_interrupt
+    from bench.cli.runs import sigterm_as_interrupt
     from bench.run.runner import DEFAULT_RESULTS, run_scenario, timestamp
     from bench.run.scenario import parse_scenario
 
@@ -106,12 +106,10 @@ def run(args) -> int:
     print(f"soak: {args.system}, {args.brokers} brokers, {args.rate:g} msgs/s x {args.message_bytes} B "
           f"over {args.partitions} partitions for {args.minutes:g} min (warm-up {warmup / 60:g} min); dir {directory}",
           flush=True)
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     [(run_dir, summary)] = run_scenario(sc, out_dir=directory, progress=not args.no_progress)
     samples = rss_samples(run_dir)
-    with open(run_dir / "soak.jsonl", "w") as log:
-        for s in samples:
-            log.write(json.dumps(s) + "\n")
+    (run_dir / "soak.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     mem = judge(samples, warmup) if samples else {}
     brokers = {n: v for n, v in mem.items() if n.startswith("broker-")}
     worst = max((v.get("growth_pct", float("inf")) for v in brokers.values()), default=float("inf"))
@@ -129,7 +127,7 @@ def run(args) -> int:
            "samples": len(samples), "memory": mem,
            "max_broker_growth_pct": worst, "max_growth_pct_allowed": args.max_growth_pct,
            "verdict": "pass" if ok else "fail"}
-    (run_dir / "soak.json").write_text(json.dumps(out, indent=2, allow_nan=True) + "\n")
+    (run_dir / "soak.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"\n{'process':<12} {'start':>8} {'baseline':>9} {'final':>8} {'peak':>8} {'growth':>8}")
     for n, v in mem.items():
         if "error" in v:
@@ -151,7 +149,7 @@ def add_parser(sub) -> None:
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--warmup-minutes", type=float, default=None,
                    help="not judged; default a fifth of the run, at least 1")
-    p.add_argument("--system", default="replication", choices=SYSTEMS)
+    p.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help=f"default {SYSTEMS[0]}")
     p.add_argument("--brokers", type=int, default=3)
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (all partitions)")

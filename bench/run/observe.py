@@ -56,7 +56,7 @@ def poll_metadata(run: Any, client, topics: list[str]) -> None:
         run.state.stop.wait(max(0.0, POLL_INTERVAL_S - (time.time() - t0)))
 
 
-def sample_cpu(run: Any, until: float) -> None:
+def sample_processes(run: Any, until: float) -> None:
     """Every second during the load: CPU % (of one core) of the load process, the harness itself
     and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
     resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges)."""

@@ -304,7 +304,7 @@ class Run:
         self._start_load()
         t_zero = st.load_started
         self.thread(run_timeline, "timeline", self, t_zero)
-        self.thread(observe.sample_cpu, "cpu", self, t_zero + sc.workload.duration_s)
+        self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
         load_end = t_zero + sc.workload.duration_s
         # Wait for the load process: duration + drain + slack.
         deadline = load_end + DRAIN_S + 30

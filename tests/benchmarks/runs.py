@@ -13,6 +13,7 @@ move's move_seconds; the median the regression gate compares is then the median 
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 MiB = 1 << 20
@@ -48,7 +49,7 @@ def moves_of(run: tuple[Any, dict[str, Any]]) -> list[dict[str, Any]]:
     assert checks["valid"] is True, f"{run_dir}: failed {checks['failed']}, unknown {checks['unknown']}"
     moves = s["moves"]
     assert moves and all(m["move_seconds"] is not None for m in moves), f"{run_dir}: {moves}"
-    for a, b in zip(moves, moves[1:]):
+    for a, b in itertools.pairwise(moves):
         assert a["request_ts"] + a["move_seconds"] < b["request_ts"], \
             f"{run_dir}: move {a['action_id']} still running at the next request; raise every_s"
     return moves

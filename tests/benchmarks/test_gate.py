@@ -128,7 +128,8 @@ def test_gate_shared_move(benchmark, run_scenario, size):
 
 @pytest.mark.parametrize("scale", [pytest.param(1, id="full")])
 def test_gate_aggregate(benchmark, tmp_path, scale):
-    from bench.analysis import aggregate as agg, synthetic
+    from bench.analysis import aggregate as agg
+    from bench.analysis import synthetic
     runs = synthetic.write_sweep(tmp_path / "runs", rate=400.0 * scale, duration_s=30.0)
     rows = 0
     import pyarrow.parquet as pq
