@@ -132,7 +132,7 @@ def _run(run_scenario, name, system):
 def test_copy_source_killed_mid_copy_waits_for_its_restart(run_scenario):
     """Replication factor 1: the killed source is the only replica in sync, so its partition has
     no leader until it is back; the copy then resumes and completes."""
-    run_dir, s, fault, _ = _run(run_scenario, "kill-source", "replication")
+    _, s, fault, _ = _run(run_scenario, "kill-source", "replication")
     assert fault["recovered_by"] == "restart_broker" and fault["recovery_seconds"] >= 14.0, fault
     # Not cut 5 s after the kill: producers waited at least until the restart.
     assert fault["unavailable_seconds"] >= fault["recovery_seconds"], fault
@@ -143,7 +143,7 @@ def test_shared_owner_killed_mid_move_fails_over_with_wal_replay(run_scenario):
     """kill -9 of the owner while it uploads its tail: the controller fences it after the session
     timeout, replays its WAL (the un-uploaded tail) and elects a live broker before the killed one
     is restarted."""
-    run_dir, s, fault, _ = _run(run_scenario, "kill-source", "shared")
+    run_dir, _, fault, _ = _run(run_scenario, "kill-source", "shared")
     assert fault["recovered_by"] == "leader_change", fault
     assert fault["recovery_seconds"] < 14.0, fault  # before the restart
     recovered = [d for d in _events(run_dir, "shared_wal_recovered") if d.get("broker") == 1]
@@ -153,7 +153,7 @@ def test_shared_owner_killed_mid_move_fails_over_with_wal_replay(run_scenario):
 def test_shared_split_brain_paused_owner_is_fenced(run_scenario):
     """SIGSTOP of the owner mid-move, SIGCONT 8 s later: whatever it accepted late is refused
     (the checkers find nothing lost, duplicated, reordered or unexpected) and it rejoins."""
-    run_dir, s, fault, _ = _run(run_scenario, "pause-owner", "shared")
+    run_dir, _, fault, _ = _run(run_scenario, "pause-owner", "shared")
     assert fault["recovered_by"] in ("leader_change", "resume_broker"), fault
     assert any(d.get("source") == 1 for d in _events(run_dir, "shared_incarnation_lost")), run_dir
 
@@ -161,7 +161,7 @@ def test_shared_split_brain_paused_owner_is_fenced(run_scenario):
 def test_shared_object_store_down_mid_move_blocks_every_partition(run_scenario):
     """No ack without a durable WAL object: while the store is down every partition waits (the
     moving one and cold-0, which is not moved); all resume once it is back."""
-    run_dir, s, fault, windows = _run(run_scenario, "objstore-down", "shared")
+    _, _, fault, windows = _run(run_scenario, "objstore-down", "shared")
     assert fault["recovered_by"] == "start_object_store", fault
     down = fault["recovered_ts"] - fault["start_ts"]
     cold = next(w for w in windows if w["topic"] == "cold")

@@ -188,8 +188,8 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
     ]
     for sc in scenarios:
         lines.append(f"| `{sc['key']}` | {', '.join(sc['systems'])} | {sc['description']} |")
-    lines += ["", "| scenario | system | runs | acked | lost | duplicated | reordered | verdict | outage s (median / max) "
-                  "| what happened |",
+    lines += ["", ("| scenario | system | runs | acked | lost | duplicated | reordered | verdict "
+                   "| outage s (median / max) | what happened |"),
               "|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for r in table:
         lines.append(f"| `{r['scenario']}` | {r['system']} | {r['runs']} | {r['acked']} | {r['lost']} | "
@@ -213,8 +213,8 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "",
     ]
     if table:
-        lines += [f"Runs: {sum(r['runs'] for r in table)}, {dates[0]} to {dates[-1]}, commit(s) "
-                  f"{', '.join(f'`{c}`' for c in commits)}. Run directories:", ""]
+        lines += [(f"Runs: {sum(r['runs'] for r in table)}, {dates[0]} to {dates[-1]}, commit(s) "
+                   f"{', '.join(f'`{c}`' for c in commits)}. Run directories:"), ""]
         for r in table:
             lines.append(f"- `{r['scenario']}` {r['system']}: " + ", ".join(f"`{d}`" for d in r["dirs"]))
         lines.append("")
