@@ -11,9 +11,17 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, spark_session
+from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, fmt_num, spark_session
 from bench.check import check_all
-from bench.history.store import read_history
+from bench.check.summary import build_summary, dumps
+from bench.history.names import (
+    EVENT_ACTION_END,
+    EVENT_ACTION_START,
+    EVENT_LEADER_CHANGE,
+    EVENT_RUN_START,
+    SOURCE_CLIENT,
+)
+from bench.history.store import HistoryWriter, event_row, read_history, send_row
 from bench.analysis.synthetic import SynthRun, write_run
 
 MiB = 2**20
@@ -113,3 +121,102 @@ def test_models_and_held_out_check(agg):
 def test_no_runs_is_a_clear_error(spark, tmp_path):
     with pytest.raises(AggregateError, match="no runs found"):
         aggregate([tmp_path], tmp_path / "out", spark=spark)
+
+
+# --- faults: hand-made histories with fault / recovery pairs -----------------------------------
+
+T0 = 1_900_000_000.0
+RATE = 20  # sends per second per partition
+
+
+def _fault_run(run_dir, system, stalls, events):
+    """Two partitions under a steady load for 40 s; ``stalls``: {partition: [(from_s, to_s, resume_s)]}
+    = sends invoked in [from, to) are acked from ``resume`` on (in order); ``events``: (s, name, detail).
+    summary.json is built by the checkers (bench/check/summary.py), as the runner writes it."""
+    rows = [event_row(EVENT_RUN_START, T0, {"run_id": f"hand-{system}", "scenario": "hand-faults", "system": system})]
+    msg = 0
+    for p in (0, 1):
+        stalled = 0
+        for i in range(40 * RATE):
+            ts = T0 + i / RATE + 0.001 * p
+            ack = ts + 0.005
+            for lo, hi, resume in stalls.get(p, []):
+                if T0 + lo <= ts < T0 + hi:
+                    ack = T0 + resume + 0.001 * stalled
+                    stalled += 1
+            rows.append(send_row(msg, ts, producer="p0", topic="hot", partition=p, outcome="ok", ack_ts=ack,
+                                 size_bytes=100))
+            msg += 1
+    for at, name, detail in events:
+        rows.append(event_row(name, T0 + at, detail, topic=detail.get("topic"),
+                              partition=detail.get("partition", -1)))
+    run_dir.mkdir(parents=True)
+    with HistoryWriter(run_dir / "history.parquet", flush_rows=50_000, flush_interval_s=None) as w:
+        w.extend(rows)
+    summary = build_summary(read_history(run_dir / "history.parquet"), None)
+    (run_dir / "summary.json").write_text(dumps(summary))
+    return summary
+
+
+def _act(aid, kind, broker=None, partitions=None):
+    d = {"action_id": aid, "action": kind, **({"broker": broker} if broker is not None else {})}
+    return d if partitions is None else {**d, "partitions": [{"topic": "hot", "partition": p} for p in partitions]}
+
+
+@pytest.fixture(scope="module")
+def fault_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults")
+    # Copy-like: the killed leader's partition waits for the restart (done at 25 s); then the
+    # controller is killed naming no partitions (every partition with a send is affected).
+    copy = _fault_run(root / "copy", "replication", {0: [(10, 25.3, 25.3)], 1: [(30, 34.2, 34.2)]}, [
+        (10, EVENT_ACTION_START, _act(0, "kill_broker", 1, [0])), (10.01, EVENT_ACTION_END, _act(0, "kill_broker", 1)),
+        (24, EVENT_ACTION_START, _act(1, "restart_broker", 1)), (25, EVENT_ACTION_END, _act(1, "restart_broker", 1)),
+        (30, EVENT_ACTION_START, _act(2, "kill_controller")), (30.01, EVENT_ACTION_END, _act(2, "kill_controller")),
+        (33, EVENT_ACTION_START, _act(3, "restart_controller")), (34, EVENT_ACTION_END, _act(3, "restart_controller")),
+    ])
+    # Shared-like: a client sees the failover at 13 s, long before the restart; the controller's
+    # own journal saw it earlier, which is not what producers see.
+    shared = _fault_run(root / "shared", "shared", {0: [(10, 13.4, 13.4)]}, [
+        (10, EVENT_ACTION_START, _act(0, "kill_broker", 1, [0])), (10.01, EVENT_ACTION_END, _act(0, "kill_broker", 1)),
+        (12, EVENT_LEADER_CHANGE, {"topic": "hot", "partition": 0, "leader": 2, "source": "controller"}),
+        (13, EVENT_LEADER_CHANGE, {"topic": "hot", "partition": 0, "leader": 2, "source": SOURCE_CLIENT}),
+        (24, EVENT_ACTION_START, _act(1, "restart_broker", 1)), (25, EVENT_ACTION_END, _act(1, "restart_broker", 1)),
+    ])
+    return root, {"copy": copy, "shared": shared}
+
+
+def test_fault_outages_equal_the_summary(spark, fault_results, tmp_path):
+    root, summaries = fault_results
+    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    got = {(o["run_key"], o["action_id"]): o for o in agg.tables["outages"]}
+    assert len(got) == 3
+    for key, s in summaries.items():
+        assert s["outages"], key
+        for want in s["outages"]:
+            o = got[(key, str(want["action_id"]))]
+            assert o["action"] == want["kind"] and o["broker"] == want["broker"] and o["run_id"] == s["run_id"]
+            assert o["partitions"] == ",".join(want["partitions"]) and o["worst_partition"] == want["worst_partition"]
+            assert o["recovered_by"] == want["recovered_by"] and o["new_leader"] == want.get("new_leader")
+            for f in ("unavailable_seconds", "recovery_seconds", "first_ack_seconds"):
+                assert o[f] == pytest.approx(want[f], abs=1e-9), (key, want["action_id"], f)
+            assert o["summary_unavailable_seconds"] == o["unavailable_seconds"]
+    # The copy system's outage runs until the restart, not 5 s after the kill ...
+    kill = got[("copy", "0")]
+    assert kill["recovered_by"] == "restart_broker" and kill["recovery_seconds"] == pytest.approx(15.0)
+    assert kill["unavailable_seconds"] == pytest.approx(25.3 - (10 - 1 / RATE + 0.005), abs=1e-6)
+    # ... the controller's covers both partitions, named by none of its events ...
+    ctl = got[("copy", "2")]
+    assert ctl["partitions"] == "hot-0,hot-1" and ctl["worst_partition"] == "hot-1"
+    assert ctl["unavailable_seconds"] == pytest.approx(34.2 - (30 - 1 / RATE + 0.006), abs=1e-6)
+    # ... and the shared system's until the failover a client saw.
+    fo = got[("shared", "0")]
+    assert fo["recovered_by"] == EVENT_LEADER_CHANGE and fo["new_leader"] == 2
+    assert fo["recovery_seconds"] == pytest.approx(3.0)
+    assert fo["unavailable_seconds"] == pytest.approx(13.4 - (10 - 1 / RATE + 0.005), abs=1e-6)
+    runs = {r["run_key"]: r for r in agg.tables["runs"]}
+    assert runs["copy"]["max_unavailable_seconds"] == pytest.approx(kill["unavailable_seconds"])
+    cfg = {c["config_key"].split(":")[0]: c for c in agg.tables["configs"]}
+    assert cfg["hand-faults replication"]["unavailable_seconds_max"] == pytest.approx(kill["unavailable_seconds"])
+    md = (agg.out_dir / "summary.md").read_text()
+    assert "## Fault outages" in md and "| copy | replication | kill_broker | 1 | hot-0 | 15.3 | restart broker | 15 |" in md
+    assert f"| shared | shared | kill_broker | 1 | hot-0 | {fmt_num(fo['unavailable_seconds'])} | failover to 2 | 3 |" in md

@@ -2,11 +2,13 @@
 
 Finds every run directory (one holding ``summary.json``) under the given roots, reads all their
 Parquet histories in one Spark job and recomputes, from raw rows, the per-run figures the checkers
-define (bench/check/): ``move_seconds``, ``unavailable_seconds``, produce latency quantiles
-before / during / after each action (from raw samples; pooled per configuration, never averaged),
-error counts; plus a produce timeline for the report. ``bytes_moved`` and move phases come from
-the (few) event rows, which are the only rows brought to the driver; action windows are rebuilt
-from them with the checkers' own :class:`~bench.check.view.HistoryView` so both agree.
+define (bench/check/): ``move_seconds``, ``unavailable_seconds`` (per move, and per fault until
+its recovery: the ``outages`` of summary.json), produce latency quantiles before / during / after
+each action (from raw samples; pooled per configuration, never averaged), error counts; plus a
+produce timeline for the report. ``bytes_moved`` and move phases come from the (few) event rows,
+which are the only rows brought to the driver; action windows and fault recoveries are rebuilt
+from them with the checkers' own :class:`~bench.check.view.HistoryView` and
+:func:`~bench.check.moves.fault_recoveries` so both agree.
 
 Outputs under ``--out`` (default ``results/aggregate/``): one Parquet and one CSV file per table
 (see :data:`TABLES`), ``model.json`` and ``summary.md``. Quantiles: ``approx`` (default) is Spark's
@@ -26,7 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
-from bench.check.moves import check_bytes_moved, move_markers
-from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
+from bench.check.moves import check_bytes_moved, fault_recoveries, move_markers
+from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _tp_name
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
-from bench.run.scenario import MOVE_ACTIONS
+from bench.run.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes
 from systems.registry import PROFILES
 
@@ -95,6 +97,14 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("phase", STR), ("from_ts", F64), ("to_ts", F64), ("count", I64), ("p50_ms", F64),
         ("p99_ms", F64), ("p999_ms", F64), ("max_ms", F64), ("info_count", I64), ("fail_count", I64),
         ("runs", STR),
+    ],
+    # Per run and fault action, as summary.json's ``outages`` (recomputed from the raw rows;
+    # summary_unavailable_seconds is the run's summary.json figure, for tracing).
+    "outages": [
+        ("run_key", STR), ("run_id", STR), ("scenario", STR), ("system", STR), ("config_key", STR),
+        ("action_id", STR), ("action", STR), ("broker", I64), ("start_ts", F64), ("partitions", STR),
+        ("unavailable_seconds", F64), ("worst_partition", STR), ("recovered_by", STR), ("new_leader", I64),
+        ("recovery_seconds", F64), ("first_ack_seconds", F64), ("summary_unavailable_seconds", F64),
     ],
     "errors": [("run_key", STR), ("system", STR), ("outcome", STR), ("error", STR), ("count", I64)],
     "phases": [("run_key", STR), ("system", STR), ("action_id", STR), ("phase", STR),
@@ -466,6 +476,9 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
         F.min(F.when(is_send, F.col("ts"))).alias("load_start"),
         F.max(F.when(is_send, F.col("ts"))).alias("load_end"),
         F.min("ts").alias("first_ts"),
+        # What a fault naming no partitions affects (every partition with a send; see below).
+        F.collect_set(F.when(is_send & F.col("topic").isNotNull() & (F.col("partition") >= 0),
+                             F.struct("topic", "partition"))).alias("sent_partitions"),
         F.count(F.when(is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(), 1)).alias("latency_count"),
         _q(F.when(is_send & (F.col("outcome") == "ok") & F.col("ack_ts").isNotNull(),
                   (F.col("ack_ts") - F.col("ts")) * 1000.0), qmode, accuracy).alias("lat_q"),
@@ -475,7 +488,8 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     for row in stats_rows:
         st = row.asDict()
         q = st.pop("lat_q") or [None] * 3
-        st.update(latency_p50_ms=q[0], latency_p99_ms=q[1], latency_p999_ms=q[2])
+        st.update(latency_p50_ms=q[0], latency_p99_ms=q[1], latency_p999_ms=q[2],
+                  sent_partitions={(x["topic"], x["partition"]) for x in st["sent_partitions"]})
         if st["load_start"] is None:  # no sends: checkers fall back to the first ts
             st["load_start"] = st["load_end"] = st["first_ts"] or 0.0
         by_idx[row["run_idx"]].stats = st
@@ -495,9 +509,11 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     timings["scan_s"] = time.perf_counter() - t0
     _cpu_mark(timings, "scan")
 
-    # 3. Driver-side plan: move candidates, unavailability windows, latency windows, timeline bins.
+    # 3. Driver-side plan: move candidates, unavailability windows (faults: with their recoveries),
+    # latency windows, timeline bins.
     move_keys: list[dict[str, Any]] = []
     unav_windows: list[dict[str, Any]] = []
+    faults: list[tuple[Run, Any, list[dict[str, Any]]]] = []
     lat_windows: list[dict[str, Any]] = []
     tl_params: list[dict[str, Any]] = []
     bytes_by_action: dict[tuple[int, str], dict[str, Any]] = {}
@@ -507,13 +523,25 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
         ls, le = float(r.stats["load_start"]), float(r.stats["load_end"])
         acts = v.actions
         move_keys += _move_candidates(r, v)
+        leader_changes = v.events_named(EVENT_LEADER_CHANGE)
         for a in acts:
+            if a.kind in RECOVERY_ACTIONS:
+                continue  # no window of its own: it ends its fault's
             w0 = max(a.start - UNAVAILABLE_PRE_S, ls)
+            if a.kind in FAULT_RECOVERY:
+                # Window [w0, first ack at/after the partition's recovery] (the pass finds that ack;
+                # none: the end of the load), as check_unavailable_seconds defines it.
+                recs = fault_recoveries(v, _named_fault(a, r), leader_changes)
+                faults.append((r, a, recs))
+                unav_windows += [{"run_idx": r.idx, "action_id": str(a.action_id), "topic": x["topic"],
+                                  "partition": x["partition"], "w0": w0, "w1": max(le, w0),
+                                  "rec_ts": x["recovery_ts"]} for x in recs]
+                continue
             end = a.end if a.end is not None else le
             w1 = max(min(end + UNAVAILABLE_POST_S, le), w0)
             for tp in sorted(a.partitions):
                 unav_windows.append({"run_idx": r.idx, "action_id": str(a.action_id), "topic": tp[0],
-                                     "partition": tp[1], "w0": w0, "w1": w1})
+                                     "partition": tp[1], "w0": w0, "w1": w1, "rec_ts": None})
         prev_end = ls
         for i, a in enumerate(acts):
             nxt = acts[i + 1].start if i + 1 < len(acts) else le
@@ -569,11 +597,52 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     timings["timeline_errors_s"] = time.perf_counter() - t3
     _cpu_mark(timings, "timeline_errors")
 
-    # 8. Assemble per-move and per-run rows.
+    # 8. Assemble per-move, per-fault and per-run rows.
     moves = _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action)
     run_rows = _run_rows(runs, moves, gaps, run_gaps)
-    return {"runs": run_rows, "moves": moves, "latency": latency_rows, "errors": errors,
-            "phases": phases_rows, "timeline": timeline_rows}
+    return {"runs": run_rows, "moves": moves, "outages": _outage_rows(faults, per_tp), "latency": latency_rows,
+            "errors": errors, "phases": phases_rows, "timeline": timeline_rows}
+
+
+def _named_fault(a: Any, r: Run) -> Any:
+    """The fault as :func:`fault_recoveries` needs it. A controller / object-store fault that names
+    no partitions affects every partition with a send, which it finds among the sends of its view;
+    the aggregate's view holds only events, so name them from the Spark scan instead."""
+    if a.partitions or a.broker is not None:
+        return a
+    return replace(a, logged=set(r.stats.get("sent_partitions") or ()))
+
+
+def _outage_rows(faults: list[tuple[Run, Any, list[dict[str, Any]]]],
+                 per_tp: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per fault action, summary.json's ``outages`` figures (bench/check/summary.py) from the fault
+    windows: the worst affected partition's outage; when and how the last of them recovered."""
+    rows = []
+    for r, a, recs in faults:
+        aid = str(a.action_id)
+        win = [{**x, **per_tp[(r.idx, aid, x["topic"], x["partition"])]} for x in recs]
+        worst = max(win, key=lambda w: w["unavailable_seconds"], default=None)
+        last = None if any(w["recovery_ts"] is None for w in win) else max(win, key=lambda w: w["recovery_ts"],
+                                                                           default=None)
+        summ = next((o for o in r.summary.get("outages") or []
+                     if isinstance(o, dict) and str(o.get("action_id")) == aid), {})
+        rows.append({
+            "run_key": r.run_key, "run_id": r.summary.get("run_id"),
+            "scenario": r.summary.get("scenario") or (r.scenario.name if r.scenario else None),
+            "system": r.system, "config_key": r.config_key, "action_id": aid, "action": a.kind,
+            "broker": a.broker, "start_ts": a.start,
+            "partitions": ",".join(_tp_name(w["topic"], w["partition"]) for w in win),
+            "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
+            "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
+            "recovered_by": last["recovered_by"] if last else None,
+            "new_leader": last.get("new_leader") if last else None,
+            "recovery_seconds": last["recovery_ts"] - a.start if last else None,
+            "first_ack_seconds": worst["recovered_ack_ts"] - a.start
+            if worst and worst["recovered_ack_ts"] is not None else None,
+            "summary_unavailable_seconds": summ.get("unavailable_seconds"),
+        })
+    rows.sort(key=lambda x: (x["run_key"], x["start_ts"]))
+    return rows
 
 
 def _move_candidates(r: Run, v: HistoryView) -> list[dict[str, Any]]:
@@ -601,11 +670,15 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
     * per (run, action, partition) window ``[w0, w1]``: ``unavailable_seconds`` = the longest
       interval in the window without an ack (window edges count), ``first_ack_ts`` = the first ack
       of a send invoked at/after the request and acked at/after the leader change (move_seconds),
-      ``produced_before`` = bytes acked before the request;
+      ``produced_before`` = bytes acked before the request; a fault's window (``rec_ts``: its
+      partition's recovery) ends instead at ``recovered_ack_ts``, the first ack at/after
+      ``rec_ts``, if there is one;
     * per run: the longest ack-free interval of any partition with a send over the load window.
 
     ``d`` = an ack's distance to the previous ack of its partition; a gap lies inside a window
-    when both its acks do (``ack_ts - d >= w0``). -> (per window key, per run_idx).
+    when both its acks do (``ack_ts - d >= w0``). An ack is at or before the first ack at/after
+    ``rec_ts`` when it or its predecessor is before ``rec_ts``, so a fault window needs no second
+    pass. -> (per window key, per run_idx).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -618,24 +691,28 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
     for x in windows:
         m = mk.get((x["run_idx"], x["action_id"], x["topic"], x["partition"]), {})
         wrows.append((x["run_idx"], x["action_id"], x["topic"], x["partition"], x["w0"], x["w1"],
-                      m.get("request_ts"), m.get("lc_ts")))
-    w = spark.createDataFrame(wrows or [(-1, "", "", -1, 0.0, 0.0, None, None)],
+                      x["rec_ts"], m.get("request_ts"), m.get("lc_ts")))
+    w = spark.createDataFrame(wrows or [(-1, "", "", -1, 0.0, 0.0, None, None, None)],
                               "run_idx int, action_id string, topic string, partition int, w0 double, "
-                              "w1 double, request_ts double, lc_ts double")
+                              "w1 double, rec_ts double, request_ts double, lc_ts double")
     acks = F.when(F.col("lat_ms").isNotNull(), F.col("ack_ts"))
     s = (sends.filter(F.col("topic").isNotNull() & (F.col("partition") >= 0))
          .select(*tpk, "ts", "size_bytes", acks.alias("ack"))
          .withColumn("d", F.col("ack") - F.lag("ack").over(Window.partitionBy(*tpk).orderBy("ack")))
          .join(F.broadcast(lw), "run_idx")
          .join(F.broadcast(w), tpk, "left"))
-    ack, d = F.col("ack"), F.col("d")
+    ack, d, rec = F.col("ack"), F.col("d"), F.col("rec_ts")
     in_load = (ack >= F.col("ls")) & (ack <= F.col("le"))
     in_w = (ack >= F.col("w0")) & (ack <= F.col("w1"))
+    in_fault = (ack >= F.col("w0")) & ((ack < rec) | d.isNull() | (ack - d < rec))
     res = (s.groupBy(*tpk, "action_id").agg(
         F.max(F.when(in_load & (ack - d >= F.col("ls")), d)).alias("run_inner"),
         F.min(F.when(in_load, ack)).alias("run_first"), F.max(F.when(in_load, ack)).alias("run_last"),
         F.max(F.when(in_w & (ack - d >= F.col("w0")), d)).alias("inner"),
         F.min(F.when(in_w, ack)).alias("first"), F.max(F.when(in_w, ack)).alias("last"),
+        F.min(F.when(ack >= rec, ack)).alias("rec_ack"),
+        F.max(F.when(in_fault & (ack - d >= F.col("w0")), d)).alias("rec_inner"),
+        F.min(F.when(in_fault, ack)).alias("rec_first"),
         F.min(F.when((F.col("ts") >= F.col("request_ts")) & F.col("lc_ts").isNotNull()
                      & (ack >= F.col("lc_ts")), ack)).alias("first_ack_ts"),
         F.sum(F.when(ack < F.col("request_ts"), F.col("size_bytes"))).alias("produced_before"),
@@ -644,13 +721,17 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
     out = {}
     for x in windows:
         k = (x["run_idx"], x["action_id"], x["topic"], x["partition"])
-        g = found.get(k) or {"first": None, "first_ack_ts": None, "produced_before": None}
-        if g["first"] is None:
+        g = found.get(k) or {"first": None, "first_ack_ts": None, "produced_before": None, "rec_ack": None}
+        rec_ack = g["rec_ack"] if x["rec_ts"] is not None else None
+        if rec_ack is not None:  # a recovered fault: [w0, its first ack after recovery]
+            w1 = max(rec_ack, x["w0"])
+            gap = w1 - x["w0"] if g["rec_first"] is None else max(g["rec_first"] - x["w0"], g["rec_inner"] or 0.0)
+        elif g["first"] is None:
             gap = x["w1"] - x["w0"]  # no ack at all in the window: the whole window
         else:
             gap = max(g["first"] - x["w0"], x["w1"] - g["last"], g["inner"] or 0.0)
         out[k] = {"unavailable_seconds": gap, "first_ack_ts": g["first_ack_ts"],
-                  "produced_before": g["produced_before"]}
+                  "produced_before": g["produced_before"], "recovered_ack_ts": rec_ack}
     win = {r.idx: (float(r.stats["load_start"]), float(r.stats["load_end"])) for r in runs}
     run_gaps: dict[int, float] = {}
     for x in res:  # rows of one partition (one per window on it) carry the same run_* values
@@ -952,6 +1033,7 @@ def _med(xs: list[float]) -> float | None:
 
 
 def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per configuration; its unavailable_seconds pool the move windows and the fault outages."""
     by_cfg: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         by_cfg[r.config_key].append(r)
@@ -962,7 +1044,8 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
         keys = {r.run_key for r in rs}
         mv = [m for m in tables["moves"] if m["run_key"] in keys]
         secs = [m["move_seconds"] for m in mv if m["move_seconds"] is not None]
-        un = [m["unavailable_seconds"] for m in mv if m["unavailable_seconds"] is not None]
+        un = [x["unavailable_seconds"] for x in mv + [o for o in tables["outages"] if o["run_key"] in keys]
+              if x["unavailable_seconds"] is not None]
         runs_valid = [r for r in tables["runs"] if r["run_key"] in keys]
         verdicts = {x["valid"] for x in runs_valid}
         r0 = rs[0]
@@ -1018,6 +1101,17 @@ def fmt_num(x: Any) -> str:
 
 def _rate(bytes_per_s: Any) -> str:
     return MISSING if bytes_per_s is None else f"{format_bytes(bytes_per_s)}/s"
+
+
+def recovery_label(o: dict[str, Any]) -> str:
+    """How a fault ended, for a table: the recovery action ("restart broker", "resume broker",
+    ...), or a failover to the broker a client saw lead."""
+    by = o.get("recovered_by")
+    if by is None:
+        return "not recovered"
+    if by == EVENT_LEADER_CHANGE:
+        return "failover" + (f" to {o['new_leader']}" if o.get("new_leader") is not None else "")
+    return str(by).replace("_", " ")
 
 
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -1102,6 +1196,15 @@ def summary_markdown(res: AggregateResult) -> str:
         [[r["run_key"], r["system"], r["sends"], r["acked"], r["send_fail"], r["send_info"], fmt_num(r["latency_p99_ms"]),
           fmt_num(r["max_move_seconds"]), fmt_num(r["max_unavailable_seconds"]), r["valid"], r["failed_checks"] or ""]
          for r in t["runs"]]), ""]
+    if t["outages"]:
+        lines += ["## Fault outages", "",
+                  "Per fault action: the worst affected partition's time without an ack, from 1 s before the "
+                  "fault to its first ack after recovery (the paired recovery action's end, or a failover a "
+                  "client saw), as summary.json's `outages`.", "", md_table(
+                      ["run", "system", "fault", "broker", "partitions", "outage s", "recovered by", "recovery s"],
+                      [[o["run_key"], o["system"], o["action"], MISSING if o["broker"] is None else o["broker"],
+                        o["partitions"], fmt_num(o["unavailable_seconds"]), recovery_label(o),
+                        fmt_num(o["recovery_seconds"])] for o in t["outages"]]), ""]
     lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
     lines += ["", "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())]
     return "\n".join(lines) + "\n"
@@ -1109,5 +1212,5 @@ def summary_markdown(res: AggregateResult) -> str:
 
 __all__ = [
     "DEFAULT_OUT", "TABLES", "AggregateError", "aggregate", "config_table", "discover_runs", "fit_models",
-    "fmt_num", "md_table", "model_markdown", "move_points", "spark_session", "summary_markdown",
+    "fmt_num", "md_table", "model_markdown", "move_points", "recovery_label", "spark_session", "summary_markdown",
 ]

@@ -15,6 +15,7 @@ from bench.history.names import (
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    SOURCE_CLIENT,
 )
 from bench.check.view import (
     _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
@@ -211,7 +212,7 @@ def _first_client_leader_change(leader_changes: list, tp: tuple[str, int], after
     """The first leader_change of ``tp`` a client saw (the metadata poller's, not a cluster
     journal's) after ``after`` to a live leader (>= 0) other than the faulted broker, or None."""
     return next((e for e in leader_changes
-                 if e.ts > after and _tp_of(e) == tp and e.detail.get("source", "client") == "client"
+                 if e.ts > after and _tp_of(e) == tp and e.detail.get("source", SOURCE_CLIENT) == SOURCE_CLIENT
                  and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
                  and e.detail["leader"] != faulted), None)
 

@@ -38,3 +38,7 @@ EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
 COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> broker for a move (receiver)
 COUNTER_SENT_INTER_BROKER = "bytes_sent_inter_broker"  # the same bytes seen by the sender
 COUNTER_OBJSTORE = "bytes_moved_objstore"  # bytes uploaded to / read from object storage for a move
+
+# `source` of a leader_change: the harness's metadata poller (what a client sees); journal rows
+# carry the emitting process instead ("controller" or a broker id).
+SOURCE_CLIENT = "client"

@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 
-from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_RSS_SAMPLE
+from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_RSS_SAMPLE, SOURCE_CLIENT
 from bench.history.store import event_row
 
 POLL_INTERVAL_S = 0.1  # client-side metadata poller
@@ -45,7 +45,7 @@ def poll_metadata(run: Any, client, topics: list[str]) -> None:
         for tp, m in sorted(snap.items()):
             if last.get(tp) != m["leader"]:
                 d = {"topic": tp[0], "partition": tp[1], "leader": m["leader"], "replicas": m["replicas"],
-                     "isr": m["isr"], "source": "client", "previous": last.get(tp)}
+                     "isr": m["isr"], "source": SOURCE_CLIENT, "previous": last.get(tp)}
                 aid = run.windows.action_for(tp, ts)
                 if aid is not None:
                     d["action_id"] = aid

@@ -137,6 +137,10 @@ class Partition:
     async def wait_hw(self, offset: int, timeout: float) -> int:
         if self.hw >= offset:
             return errors.NONE
+        if not self.is_leader:
+            # Leadership lost (or the replica deleted) between the append and this wait:
+            # fail_waiters() already ran, so nothing would ever complete this wait.
+            return errors.NOT_LEADER_OR_FOLLOWER
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._hw_waiters, (offset, next(self._seq), fut))
         try:
