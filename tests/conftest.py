@@ -45,9 +45,8 @@ def run_scenario(tmp_path):
     """run_scenario(data, overrides=()) -> [(run_dir, summary), ...]: a scenario (a dict as in a
     YAML file, or a built-in name) run through the harness's own runner and checkers, exactly as
     `python -m bench run` does, with results under the test's temp dir."""
-    from bench.run.runner import resolve_scenario
     from bench.run.runner import run_scenario as run
-    from bench.run.scenario import load_scenario, parse_scenario
+    from bench.scenario import load_scenario, parse_scenario, resolve_scenario
 
     count = [0]
 

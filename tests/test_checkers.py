@@ -19,7 +19,7 @@ from bench.check import (
 )
 from bench.check.summary import build_summary
 from bench.history.store import event_row, read_row, send_row, to_table
-from bench.run.scenario import parse_scenario
+from bench.scenario import parse_scenario
 
 T0 = 1_000.0  # times below are offsets from T0; chosen as binary fractions so sums are exact
 

@@ -16,10 +16,10 @@ import json
 import pyarrow.compute as pc
 import pytest
 
-from bench.check.faults_doc import replace_section, rows, suite
+from bench.analysis.faults_doc import replace_section, rows, suite
 from bench.history.store import read_history
-from bench.run.runner import builtin_scenarios, resolve_scenario
-from bench.run.scenario import ScenarioError, expand, load_scenario, parse_scenario
+from bench.scenario import builtin_scenarios, resolve_scenario
+from bench.scenario import ScenarioError, expand, load_scenario, parse_scenario
 
 pytestmark = pytest.mark.timeout(240)
 

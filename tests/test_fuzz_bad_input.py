@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.cli.reassign import PlanError, load_plan, run
-from bench.run.scenario import ScenarioError, load_scenario
+from bench.scenario import ScenarioError, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "workloads" / "scenarios").glob("*.yaml"))

@@ -43,8 +43,22 @@ def _tables():
     configs = [{"config_key": "hand", "runs": len(runs), "move_seconds_median": 1160.4, "unavailable_seconds_max": 0.4,
                 "partition_bytes_median": 39_636_172, "bytes_moved_median": 64 * MiB, "before_p99_ms": 9.0,
                 "during_p99_ms": 12345.0, "all_valid": "true"}]
+    # broker-loss: the copy system's outage lasts until the restart (two runs), the shared one's
+    # until the failover a client saw.
+    outages = []
+    for key, system, secs, by, rec, leader in [
+            ("hand/bl/replication-a", "replication", 15.2, "restart_broker", 15.0, None),
+            ("hand/bl/replication-b", "replication", 14.8, "restart_broker", 14.9, None),
+            ("hand/bl/shared", "shared", 4.3, "leader_change", 3.1, 2)]:
+        runs.append({"run_key": key, "system": system, "config_key": f"broker-loss {system}", "synthetic": True,
+                     "valid": "true"})
+        outages.append({"run_key": key, "run_id": key, "scenario": "broker-loss", "system": system,
+                        "config_key": f"broker-loss {system}", "action_id": "0", "action": "kill_broker", "broker": 1,
+                        "start_ts": 100.0, "partitions": "hot-0", "unavailable_seconds": secs,
+                        "worst_partition": "hot-0", "recovered_by": by, "new_leader": leader,
+                        "recovery_seconds": rec, "first_ack_seconds": secs - 1})
     t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
-         "configs": configs}
+         "configs": configs, "outages": outages}
     _, model_tables = fit_models(moves)
     t.update(model_tables)
     return t
@@ -73,6 +87,25 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     assert "**shared storage (AutoMQ-style)**: 2 measured move(s)" in md and "**unknown**: 1 measured move(s)" in md
     assert "| hand | 6 | 1160 | 0.4 | 37.8 MiB | 64 MiB | 9 | 12345 | true |" in md  # never 1.16e+03
     assert not re.search(r"\de\+\d", md)
+
+
+def test_fault_outages_until_recovery(tmp_path):
+    agg = tmp_path / "agg"
+    agg.mkdir()
+    for name in TABLES:
+        write_table(name, _tables().get(name, []), agg)
+    out = build_report(agg, tmp_path / "rep")
+    md, html = out["markdown"].read_text(), out["html"].read_text()
+    section = md.split("## Fault outages", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| broker-loss")]
+    assert rows == [("| broker-loss | replication copy (Kafka) | kill_broker | 1 | 15 (14.8–15.2) | restart broker "
+                     "| 14.9 (14.9–15) | 2 |"),
+                    "| broker-loss | shared storage (AutoMQ-style) | kill_broker | 1 | 4.3 | failover to 2 | 3.1 | 1 |"]
+    assert "3 run(s): `hand/bl/` + `replication-a`, `replication-b`, `shared`" in section
+    assert "<h2>Fault outages</h2>" in html and "<td class=''>failover to 2</td>" in html
+    # The unavailability figure draws the fault outages too (whole, not cut 5 s after the fault).
+    cap = next(c for c in re.findall(r"^\*(.+)\*$", md, re.M) if "first ack after recovery" in c)
+    assert all(f"`bl/{k}`" in cap for k in ("replication-a", "replication-b", "shared"))
 
 
 def test_missing_aggregate_is_a_clear_error(tmp_path):

@@ -82,7 +82,7 @@ def test_builtin_scenarios_listed(tmp_path):
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     from bench.run.runner import run_scenario
-    from bench.run.scenario import parse_scenario
+    from bench.scenario import parse_scenario
 
     root = tmp_path_factory.mktemp("results")
     sc = parse_scenario(json.loads(json.dumps(SMALL)), "small.yaml")

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.run.scenario import (
+from bench.scenario import (
     ScenarioError,
     expand,
     load_scenario,

@@ -40,7 +40,7 @@ from bench.check.moves import check_bytes_moved, fault_recoveries, move_markers
 from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _tp_name
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
-from bench.run.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
+from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes
 from systems.registry import PROFILES
 
@@ -274,7 +274,7 @@ def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], l
 def _load_scenario(path: Path, warnings: list[str]) -> Any:
     if not path.is_file():
         return None
-    from bench.run.scenario import ScenarioError, load_scenario
+    from bench.scenario import ScenarioError, load_scenario
 
     try:
         return load_scenario(path)
@@ -1198,9 +1198,9 @@ def summary_markdown(res: AggregateResult) -> str:
          for r in t["runs"]]), ""]
     if t["outages"]:
         lines += ["## Fault outages", "",
-                  "Per fault action: the worst affected partition's time without an ack, from 1 s before the "
-                  "fault to its first ack after recovery (the paired recovery action's end, or a failover a "
-                  "client saw), as summary.json's `outages`.", "", md_table(
+                  ("Per fault action: the worst affected partition's time without an ack, from 1 s before the "
+                   "fault to its first ack after recovery (the paired recovery action's end, or a failover a "
+                   "client saw), as summary.json's `outages`."), "", md_table(
                       ["run", "system", "fault", "broker", "partitions", "outage s", "recovered by", "recovery s"],
                       [[o["run_key"], o["system"], o["action"], MISSING if o["broker"] is None else o["broker"],
                         o["partitions"], fmt_num(o["unavailable_seconds"]), recovery_label(o),

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,8 @@ import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
-from bench.analysis.aggregate import TABLES, fmt_num, md_table, model_markdown
-from bench.units import format_bytes
+from bench.analysis.aggregate import TABLES, fmt_num, md_table, model_markdown, recovery_label
+from bench.units import MISSING, format_bytes
 from systems.registry import PROFILES
 
 DEFAULT_REPORT = Path("results/report")
@@ -320,26 +321,40 @@ def fig_timeline(t) -> Figure:
 
 def fig_unavailable(t) -> Figure:
     plt = _plt()
-    moves = [m for m in t["moves"] if m["unavailable_seconds"] is not None]
-    runs = [m["run_key"] for m in moves]
-    if not moves:
-        return Figure("unavailable_seconds", "Unavailable seconds", _png(_empty(plt, "No move windows.")),
-                      "No move windows.", [])
-    moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
-    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.2))
-    x = list(range(len(moves)))
-    ax.bar(x, [m["unavailable_seconds"] for m in moves], color=[_color(m["system"]) for m in moves])
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}" for m in moves], fontsize=8)
-    ax.set_ylim(0, max(m["unavailable_seconds"] for m in moves) * 1.3 or 1.0)
+    moves = sorted((m for m in t["moves"] if m["unavailable_seconds"] is not None),
+                   key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
+    faults = sorted((o for o in t["outages"] if o["unavailable_seconds"] is not None),
+                    key=lambda o: (o["system"], o["scenario"] or "", o["run_key"], o["start_ts"] or 0))
+    bars = ([(m, f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}", None) for m in moves]
+            + [(o, f"{_short(o['system'])}\n{_fault_name(o)}", "//") for o in faults])
+    runs = [b["run_key"] for b, _, _ in bars]
+    if not bars:
+        return Figure("unavailable_seconds", "Unavailable seconds", _png(_empty(plt, "No move or fault windows.")),
+                      "No move or fault windows.", [])
+    fig, ax = plt.subplots(figsize=(max(7, 0.65 * len(bars) + 3), 4.2))
+    for i, (b, _, hatch) in enumerate(bars):
+        ax.bar(i, b["unavailable_seconds"], color=_color(b["system"]), hatch=hatch, edgecolor="black" if hatch else None)
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels([lbl for _, lbl, _ in bars], fontsize=7)
+    ax.set_ylim(0, max(b["unavailable_seconds"] for b, _, _ in bars) * 1.3 or 1.0)
     ax.set_ylabel("unavailable_seconds (s)")
-    ax.set_title("Longest time the moved partition went without a produce ack")
+    ax.set_title("Longest time a moved or faulted partition went without a produce ack")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=_color(s), label=_label(s)) for s in _systems(moves)], fontsize=8)
+    handles = [Patch(color=_color(s), label=_label(s)) for s in _systems([b for b, _, _ in bars])]
+    if faults:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="fault (until recovery)"))
+    ax.legend(handles=handles, fontsize=8)
     cap = ("Per move: the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
-           "partition (bench/check/). From " + _short_runs(runs) + ".")
+           "partition. Per fault (hatched): the worst affected partition's, inside [fault - 1 s, its first ack "
+           "after recovery], however long (bench/check/). From " + _short_runs(runs) + ".")
     return Figure("unavailable_seconds", "Unavailable seconds", _png(fig), cap, runs)
+
+
+def _fault_name(o: dict[str, Any]) -> str:
+    """A bar label: "kill\\nbroker 1", "stop\\nobject store" (narrow enough for a bar)."""
+    verb, _, what = o["action"].partition("_")
+    return f"{verb}\n{what.replace('_', ' ')}" + (f" {o['broker']}" if o.get("broker") is not None else "")
 
 
 def fig_phases(t) -> Figure:
@@ -429,6 +444,40 @@ def safety_rows(t) -> list[list[str]]:
              r["reordering"] or "–", r["unexpected"] or "–", r["failed_checks"] or ""] for r in t["runs"]]
 
 
+def fault_rows(t) -> tuple[list[list[Any]], list[str]]:
+    """One row per fault of a configuration (its runs pooled: the median and range of their
+    outages), as summary.json's ``outages`` define them. -> (rows, run keys)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for o in t["outages"]:
+        groups[(o["config_key"], o["action_id"])].append(o)
+    order = {s: i for i, s in enumerate(_systems(t["outages"]))}
+    rows = []
+    for (_, aid), os_ in sorted(groups.items(), key=lambda kv: (kv[1][0]["scenario"] or "",
+                                                                 order[kv[1][0]["system"]], kv[0])):
+        o0 = os_[0]
+        rows.append([o0["scenario"] or MISSING, _label(o0["system"]), o0["action"],
+                     MISSING if o0["broker"] is None else o0["broker"],
+                     _spread([o["unavailable_seconds"] for o in os_]),
+                     ", ".join(sorted({recovery_label(o) for o in os_})),
+                     _spread([o["recovery_seconds"] for o in os_]), len(os_)])
+    return rows, [o["run_key"] for o in t["outages"]]
+
+
+def _spread(xs: list[Any]) -> str:
+    """One run's figure, or the median (min–max) of several; a run without it counts as missing."""
+    known = sorted(x for x in xs if x is not None)
+    if not known:
+        return MISSING
+    text = fmt_num(known[0]) if len(xs) == 1 else f"{fmt_num(statistics.median(known))} ({fmt_num(known[0])}–{fmt_num(known[-1])})"
+    return text + (f", {len(xs) - len(known)} missing" if len(known) < len(xs) else "")
+
+
+FAULT_HEAD = ["scenario", "system", "fault", "broker", "outage s", "recovered by", "recovery s", "runs"]
+FAULT_NOTE = ("Outage: the worst affected partition's longest time without a produce ack, from 1 s before the fault "
+              "to its first ack after recovery. Recovery: the paired recovery action's end (restart, resume, ...) "
+              "or the first failover a client saw, whichever came first; recovery s counts from the fault.")
+
+
 SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "failed checks"]
 
 
@@ -499,6 +548,9 @@ def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     for f in figs:
         lines += [f"## {f.title}", "", f"![{f.title}](figures/{f.name}.png)", "", f"*{f.caption}*", ""]
     lines += ["## Safety verdicts", "", md_table(SAFETY_HEAD, safety_rows(t)), ""]
+    if t["outages"]:
+        rows, runs = fault_rows(t)
+        lines += ["## Fault outages", "", FAULT_NOTE, "", md_table(FAULT_HEAD, rows), "", f"From {_short_runs(runs)}.", ""]
     lines += ["## Configurations", "", md_table(CONFIG_HEAD, _config_rows(t)), ""]
     lines += ["## Model", "", model_markdown(t, notes)]
     return "\n".join(lines) + "\n"
@@ -575,6 +627,10 @@ def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
         parts.append(f"<h2>{html.escape(f.title)}</h2><figure><img alt='{html.escape(f.title)}' "
                      f"src='data:image/png;base64,{b64}'><figcaption>{_md_inline(f.caption)}</figcaption></figure>")
     parts.append("<h2>Safety verdicts</h2>" + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6)))
+    if t["outages"]:
+        rows, runs = fault_rows(t)
+        parts.append(f"<h2>Fault outages</h2><p>{_md_inline(FAULT_NOTE)}</p>" + _html_table(FAULT_HEAD, rows)
+                     + f"<p>From {_md_inline(_short_runs(runs))}.</p>")
     parts.append("<h2>Configurations</h2>" + _html_table(CONFIG_HEAD, _config_rows(t), verdict_cols=(8,)))
     parts.append("<h2>Model</h2>" + _md_to_html(model_markdown(t, notes)))
     parts.append("</body></html>")

@@ -21,7 +21,7 @@ from bench.check.view import (
     _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
     _merge_valid, _runs, _tp_key, _tp_of, _uniq, _view,
 )
-from bench.run.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
+from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 
 
 

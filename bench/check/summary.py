@@ -60,7 +60,7 @@ from bench.history.names import (
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.check.view import _tp_name
-from bench.run.scenario import FAULT_RECOVERY, Scenario, parse_scenario
+from bench.scenario import FAULT_RECOVERY, Scenario, parse_scenario
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -331,8 +331,8 @@ def comparison_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[dict[st
             "bytes_inter_broker": sum(m.get("bytes_moved_inter_broker") or 0 for m in moves) if moves else None,
             "bytes_objstore": sum(m.get("bytes_moved_objstore") or 0 for m in moves) if moves else None,
             "unavailable_seconds": max([m["unavailable_seconds"] for m in moves if m.get("unavailable_seconds") is not None]
-                                       + [o["run_unavailable_seconds"] for o in outs
-                                          if o.get("run_unavailable_seconds") is not None], default=None),
+                                       + [o["unavailable_seconds"] for o in outs
+                                          if o.get("unavailable_seconds") is not None], default=None),
             "p99_during_ms": during_p99 if lat_actions else None,
             "acked": s.get("producer", {}).get("acked"),
             "rate": s.get("producer", {}).get("rate_msgs_per_s"),

@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from bench.run.scenario import ScenarioError, expand, load_scenario
+from bench.scenario import ScenarioError, builtin_scenarios, expand, load_scenario, resolve_scenario
 from systems.registry import NAMES as SYSTEMS
 
 DEFAULT_SUITE = "default"
@@ -35,7 +35,7 @@ def sigterm_as_interrupt() -> None:
 def cmd_run(args) -> int:
     from bench.run import runner
 
-    sc_path = runner.resolve_scenario(args.scenario)
+    sc_path = resolve_scenario(args.scenario)
     sc = load_scenario(sc_path, args.set or [])  # validated before anything starts
     sigterm_as_interrupt()
     results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
@@ -79,14 +79,13 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from bench.run import runner
 
     console = Console()
     t = Table(title="built-in scenarios (workloads/scenarios)")
     t.add_column("name")
     t.add_column("runs")
     t.add_column("description")
-    for name, path in runner.builtin_scenarios().items():
+    for name, path in builtin_scenarios().items():
         try:
             sc = load_scenario(path)
             n = len(expand(sc))
@@ -120,7 +119,7 @@ def cmd_suite(args) -> int:
 
 
 def cmd_faults_doc(args) -> int:
-    from bench.check.faults_doc import cmd_faults_doc as regenerate
+    from bench.analysis.faults_doc import cmd_faults_doc as regenerate
 
     return regenerate(args)
 

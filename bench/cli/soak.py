@@ -88,7 +88,7 @@ def judge(samples: list[dict], warmup_s: float, window_s: float = 60.0) -> dict:
 def run(args) -> int:
     from bench.cli.runs import sigterm_as_interrupt
     from bench.run.runner import DEFAULT_RESULTS, run_scenario, timestamp
-    from bench.run.scenario import parse_scenario
+    from bench.scenario import parse_scenario
 
     duration = args.minutes * 60
     warmup = args.warmup_minutes * 60 if args.warmup_minutes is not None else max(60.0, duration / 5)

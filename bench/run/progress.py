@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench.run.scenario import Scenario
+from bench.scenario import Scenario
 from bench.run.state import RunState
 
 class Progress:

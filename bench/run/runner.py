@@ -70,12 +70,11 @@ from bench.run import observe
 from bench.run.cluster import Cluster
 from bench.run.load import prefill, verify
 from bench.run.progress import Progress
-from bench.run.scenario import Scenario, ScenarioError, _split_path, expand
+from bench.scenario import Scenario, _split_path, expand
 from bench.run.state import RunState
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILTIN_DIR = ROOT / "workloads" / "scenarios"
 DEFAULT_RESULTS = ROOT / "results"
 
 DRAIN_S = 20.0  # load process: wait this long for outstanding acks after the load
@@ -85,33 +84,6 @@ log = logging.getLogger("bench.run.runner")
 
 class RunError(RuntimeError):
     """A run could not be carried out (the message says why; the run directory has the logs)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Scenario lookup
-
-
-def builtin_scenarios() -> dict[str, Path]:
-    """Built-in name -> file: ``workloads/scenarios/X.yaml`` is ``X``, the fault suite's
-    ``workloads/scenarios/faults/X.yaml`` is ``faults/X``."""
-    out = {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.yaml"))}
-    out.update({f"faults/{p.stem}": p for p in sorted((BUILTIN_DIR / "faults").glob("*.yaml"))})
-    return out
-
-
-def resolve_scenario(ref: str) -> Path:
-    """A path to a YAML file, or the name of a built-in scenario (``reassign-one``,
-    ``faults/kill-source``)."""
-    p = Path(ref)
-    if p.is_file():
-        return p
-    builtin = builtin_scenarios()
-    if ref in builtin:
-        return builtin[ref]
-    if ref.endswith((".yaml", ".yml")) or os.sep in ref:
-        raise ScenarioError(f"{ref}: <file>: no such file")
-    raise ScenarioError(f"{ref}: not a file and not a built-in scenario "
-                        f"(built-in: {', '.join(builtin) or 'none'})")
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from bench.run.scenario import Scenario
+from bench.scenario import Scenario
 
 
 @dataclass
@@ -33,6 +33,8 @@ class RunState:
         self.load_finished: dict[str, Any] | None = None
         self.actions = [ActionState(i, a.kind, a.at_s) for i, a in enumerate(sc.actions)]
         self.verify: dict[str, Any] = {}
+        # Moves still running: action_id -> {partition: its source and target brokers}.
+        self.moving: dict[int, dict[tuple[str, int], set[int]]] = {}
         self.stop = threading.Event()  # set on failure / Ctrl-C: every thread winds down
 
 

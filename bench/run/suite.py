@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.run import runner
-from bench.run.scenario import load_scenario
+from bench.scenario import load_scenario, resolve_scenario
 from systems.registry import NAMES
 from bench.check.summary import comparison_rows, print_comparison
 
@@ -35,7 +35,7 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
         return 2
     scenarios = []
     for ref, overrides in SUITES[name]:
-        sc = load_scenario(runner.resolve_scenario(ref),
+        sc = load_scenario(resolve_scenario(ref),
                                   [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]"])
         scenarios.append(sc)  # all validated before anything starts
     ts = runner.timestamp()

@@ -4,7 +4,7 @@ its ``at_s`` (seconds after the load started), recorded in the history as ``acti
 operator's tool would; faults act on the cluster's processes by PID (kill -9 and restart of a
 broker or the controller, SIGSTOP / SIGCONT of a broker, stop / start of the object store).
 
-A new action kind = its name in ``bench/run/scenario.py`` (``ActionKind`` and its fields) and a
+A new action kind = its name in ``bench/scenario.py`` (``ActionKind`` and its fields) and a
 handler in :data:`HANDLERS` here; a new fault also gets its recovery action in
 ``scenario.FAULT_RECOVERY`` and its process operations in ``_DO``.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ from bench.history.names import (
 )
 from bench.run.observe import POLL_INTERVAL_S
 from bench.run.planners import drain_plan, partitions_on, rebalance_plan
-from bench.run.scenario import FAULT_ACTIONS, Action
+from bench.scenario import FAULT_ACTIONS, Action
 
 MOVE_GRACE_S = 30.0  # a move still running when the load ends gets this long to finish
 
@@ -74,10 +73,6 @@ _DO: dict[str, Callable[[Any, Action], None]] = {
 }
 
 
-# Per run, the moves still running: action_id -> {partition: its source and target brokers}.
-_MOVING: weakref.WeakKeyDictionary[Any, dict[int, dict[tuple[str, int], set[int]]]] = weakref.WeakKeyDictionary()
-
-
 def _tps(tps: list[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partition": p} for t, p in tps]
 
@@ -89,7 +84,7 @@ def affected_partitions(run: Any, a: Action) -> list[tuple[str, int]]:
     partition depends on the controller and the object store."""
     if a.broker is None:
         return run.sc.partitions()
-    moving = {tp for plan in _MOVING.get(run, {}).values() for tp, brokers in plan.items() if a.broker in brokers}
+    moving = {tp for plan in run.state.moving.values() for tp, brokers in plan.items() if a.broker in brokers}
     return sorted(set(partitions_on(run.state.metadata_snapshot(), a.broker)) | moving)
 
 
@@ -152,7 +147,7 @@ def move(run: Any, i: int, a: Action, t_zero: float) -> None:
         run.windows.end(i, time.time())
         return
     st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "")
-    _MOVING.setdefault(run, {})[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ())
+    run.state.moving[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ())
                                       for t, p, to in accepted}
     run.thread(watch_moves, f"watch-{i}", run, i, a, accepted, errors, t_zero)
 
@@ -176,7 +171,7 @@ def watch_moves(run: Any, i: int, a: Action, plan: list[tuple[str, int, list[int
         time.sleep(POLL_INTERVAL_S)
     now = time.time()
     run.windows.end(i, now)
-    _MOVING.get(run, {}).pop(i, None)
+    run.state.moving.pop(i, None)
     ok = not pending and not errors
     st.status = "done" if not pending else "timed out"
     st.ended = now

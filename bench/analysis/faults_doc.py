@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.run.runner import ROOT, builtin_scenarios
-from bench.run.scenario import expand, load_scenario
+from bench.scenario import builtin_scenarios, expand, load_scenario
 from systems.registry import NAMES as SYSTEMS
 
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "faults.md"
 HEADING = "## Fault suite"
 

@@ -20,6 +20,7 @@ Conventions the runner relies on:
 from __future__ import annotations
 
 import copy
+import os
 import itertools
 import re
 import typing
@@ -674,6 +675,35 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 
 
 # --------------------------------------------------------------------------------------------
+# Built-in scenarios
+
+BUILTIN_DIR = Path(__file__).resolve().parents[1] / "workloads" / "scenarios"
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """Built-in name -> file: ``workloads/scenarios/X.yaml`` is ``X``, the fault suite's
+    ``workloads/scenarios/faults/X.yaml`` is ``faults/X``."""
+    out = {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.yaml"))}
+    out.update({f"faults/{p.stem}": p for p in sorted((BUILTIN_DIR / "faults").glob("*.yaml"))})
+    return out
+
+
+def resolve_scenario(ref: str) -> Path:
+    """A path to a YAML file, or the name of a built-in scenario (``reassign-one``,
+    ``faults/kill-source``)."""
+    p = Path(ref)
+    if p.is_file():
+        return p
+    builtin = builtin_scenarios()
+    if ref in builtin:
+        return builtin[ref]
+    if ref.endswith((".yaml", ".yml")) or os.sep in ref:
+        raise ScenarioError(f"{ref}: <file>: no such file")
+    raise ScenarioError(f"{ref}: not a file and not a built-in scenario "
+                        f"(built-in: {', '.join(builtin) or 'none'})")
+
+
+# --------------------------------------------------------------------------------------------
 # Matrix expansion
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
@@ -735,5 +765,5 @@ def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
 __all__ = [
     "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "MOVE_ACTIONS", "PartitionMove", "Prefill",
     "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
-    "expand", "load_scenario", "parse_scenario", "run_id_for", "set_path",
+    "builtin_scenarios", "expand", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
 ]
