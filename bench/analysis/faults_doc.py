@@ -211,6 +211,11 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         ".venv/bin/python -m bench faults-doc results/faults",
         "```",
         "",
+        "The table below was made from run summaries kept in the repository (`summary.json` and the",
+        "resolved `scenario.yaml` of each run, not the histories): `docs/measurements/faults/`;",
+        "`python -m bench faults-doc docs/measurements/faults` regenerates it from them. To keep a new",
+        "matrix, copy its runs' `summary.json` and `scenario.yaml` there in the same layout.",
+        "",
     ]
     if table:
         lines += [(f"Runs: {sum(r['runs'] for r in table)}, {dates[0]} to {dates[-1]}, commit(s) "
