@@ -39,6 +39,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from systems.core import errors, records
 from systems.core.broker import Broker, load_backend
+from systems.registry import profile
 from systems.core.rpc import RpcUnavailable
 from systems.core.server import Connection
 
@@ -61,7 +62,7 @@ class InProcess:
 
     async def _setup(self, d):
         b = Broker(1, "127.0.0.1", 9092, d, ("127.0.0.1", 9), {"socket.request.max.bytes": MAX_REQUEST},
-                   load_backend("replication"))
+                   load_backend(profile("replication").backend))
 
         async def no_controller(method, **params):
             raise RpcUnavailable("fuzz: no controller")
