@@ -1,5 +1,6 @@
-"""Systems under test: Kafka-protocol brokers with two storage designs.
+"""Systems under test: Kafka-protocol brokers with different storage designs.
 
-`core` holds what both share (wire protocol server, controller, broker runtime,
-local log); `replication` and `shared` are the two storage designs.
+`core` holds what every system shares (wire protocol server, controller, broker runtime, local
+log, process management, the profile type); `replication` and `shared` are the two storage
+designs, each with a `profile.py`; `registry.py` lists them.
 """
