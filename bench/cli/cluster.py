@@ -1,9 +1,9 @@
-"""`python -m bench cluster start|status|stop`: a cluster of one system by hand."""
+"""`python -m bench cluster start|status|stop|clean`: a cluster of one system by hand."""
 from __future__ import annotations
 
 import json
 
-from bench.run.cluster import Cluster
+from bench.run.cluster import Cluster, clean
 from systems.core.process import alive
 from systems.registry import NAMES as SYSTEMS
 
@@ -20,11 +20,20 @@ def _kv(items: list[str]) -> dict:
 
 def cmd_cluster(args) -> int:
     if args.action == "start":
-        c = Cluster(args.system, args.brokers, args.dir, _kv(args.config))
+        c = Cluster(args.system, args.brokers, args.dir, _kv(args.config), link_rate=args.link_rate,
+                    object_store_link_rate=args.object_store_link_rate, client_link_rate=args.client_link_rate)
         c.start(timeout=args.timeout)
         print(f"cluster up: {args.system}, {args.brokers} broker(s)")
+        if c.network is not None:
+            n = c.network.to_dict()
+            print(f"network: {n['subnet']} (namespaces {n['switch'][:-2]}*), links: "
+                  + ", ".join(f"{k} {v['link_rate']}" for k, v in n["nodes"].items()))
         print(f"bootstrap: {c.bootstrap}")
         print(f"state: {c.state_path}  logs: {c.logs_dir}")
+        return 0
+    if args.action == "clean":
+        removed = clean(args.dir)
+        print(f"cleaned {args.dir}: " + (f"removed {', '.join(removed)}" if removed else "no network objects left"))
         return 0
     c = Cluster.load(args.dir)
     if args.action == "status":
@@ -43,7 +52,8 @@ def cmd_cluster(args) -> int:
         for bid, p in sorted(c.brokers.items()):
             up = st["processes"][f"broker-{bid}"]
             state = "DOWN" if not up else ("fenced" if fenced.get(bid, True) else "serving")
-            print(f"  broker {bid:<4} {p.host}:{p.port}  pid {p.pid}  {state}")
+            rate = f"  link {c.network.rates[f'broker-{bid}']}" if c.network else ""
+            print(f"  broker {bid:<4} {p.host}:{p.port}  pid {p.pid}  {state}{rate}")
         return 0 if all(st["processes"].values()) else 1
     if args.action == "stop":
         c.stop()
@@ -54,8 +64,9 @@ def cmd_cluster(args) -> int:
 
 def add_parser(sub) -> None:
     cl = sub.add_parser("cluster", help="start, inspect or stop a cluster")
-    cl.add_argument("action", choices=["start", "status", "stop"],
-                    help="start a cluster in DIR; show its processes; stop them (safe to repeat)")
+    cl.add_argument("action", choices=["start", "status", "stop", "clean"],
+                    help="start a cluster in DIR; show its processes; stop them (safe to repeat); clean: stop "
+                         "what is left of it and remove its network, even after kill -9 of the harness")
     cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs")
     cl.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help="the system under test")
     cl.add_argument("--brokers", type=int, default=3, help="number of brokers (default: 3)")
@@ -63,5 +74,11 @@ def add_parser(sub) -> None:
     cl.add_argument("--timeout", type=float, default=60.0,
                     help="seconds to wait for every process to serve (default: 60)")
     cl.add_argument("--json", action="store_true", help="status as JSON")
+    cl.add_argument("--link-rate", metavar="RATE",
+                    help="run every node in its own network namespace on a link of this rate, shaped both "
+                         "ways (tc syntax: 100mbit, 1gbit; needs root or CAP_NET_ADMIN)")
+    cl.add_argument("--object-store-link-rate", metavar="RATE", help="the object store's link (default: --link-rate)")
+    cl.add_argument("--client-link-rate", metavar="RATE",
+                    help="the link of this (root) namespace, where load and clients run (default: --link-rate)")
     cl.set_defaults(func=cmd_cluster)
 

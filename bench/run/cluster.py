@@ -1,11 +1,13 @@
-"""Cluster launcher: a controller and N brokers as OS processes on 127.0.0.1.
+"""Cluster launcher: a controller and N brokers as OS processes on 127.0.0.1, or, with a link
+rate, each in its own network namespace on a shaped link (bench/run/network.py).
 
 `Cluster.start()` waits until every broker is registered and unfenced, then
 writes DIR/cluster.json (bootstrap, and id/host/port/pid of every process);
 `Cluster.load(DIR)` gives the same object back from another process, so
 `stop` works from the CLI. Processes are stopped by PID only, and a PID is
 only signalled if it is still the process this launcher started (its command
-line names this cluster's directory).
+line names this cluster's directory). With a network, `stop` also removes it, and
+`cluster.json` records every node's namespace, address and link rate.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import signal
 import time
 from dataclasses import asdict
 
-
+from bench.run import network as net
+from bench.run.network import Network, NetworkError
 from systems.core import process
 from systems.core.process import Proc, ProcessError, alive
 from systems.core.profile import ServiceContext, ServiceHandle
@@ -31,7 +34,8 @@ class ClusterError(Exception):
 
 class Cluster:
     def __init__(self, system: str, brokers: int, directory: str, config: dict | None = None,
-                 controller_config: dict | None = None):
+                 controller_config: dict | None = None, link_rate: str | None = None,
+                 object_store_link_rate: str | None = None, client_link_rate: str | None = None):
         try:
             self.profile = profile(system)
         except UnknownSystem as e:
@@ -48,6 +52,20 @@ class Cluster:
         self.object_store: Proc | None = None  # the profile's object store, if it started one
         self.object_store_info: dict = {}
         self._object_store_handle: ServiceHandle | None = None
+        self.network: Network | None = None
+        if link_rate is None and (object_store_link_rate or client_link_rate):
+            raise ClusterError("--object-store-link-rate and --client-link-rate need --link-rate")
+        if link_rate is not None:
+            nodes = ["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]
+            rates = {n: link_rate for n in nodes}
+            rates["client"] = client_link_rate or link_rate
+            if self.profile.object_store is not None:
+                nodes.append("objstore")
+                rates["objstore"] = object_store_link_rate or link_rate
+            try:
+                self.network = Network(self.dir, nodes, rates)
+            except NetworkError as e:
+                raise ClusterError(str(e)) from None
 
     # -- paths ----------------------------------------------------------------
     @property
@@ -62,19 +80,24 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(f"{p.host}:{p.port}" for _, p in sorted(self.brokers.items()))
 
+    def host(self, name: str) -> str:
+        """The address node `name` binds and advertises."""
+        return self.network.node_address(name) if self.network else HOST
+
     # -- process control --------------------------------------------------------
     def _spawn(self, name: str, args: list[str], port_file: str, timeout: float) -> tuple[int, int, str]:
         log_path = os.path.join(self.logs_dir, f"{name}.log")
+        prefix = self.network.exec_prefix(name) if self.network else ()
         try:
             pid, port = process.spawn_module(args, log_path=log_path, cwd=self.dir, port_file=port_file,
-                                             timeout=timeout, name=name)
+                                             timeout=timeout, name=name, prefix=prefix)
         except ProcessError as e:
             raise ClusterError(str(e)) from None
         return pid, port, log_path
 
     def _controller_args(self, port: int = 0) -> list[str]:
         d = os.path.join(self.dir, "controller")
-        args = ["systems.core.controller", "--dir", d, "--host", HOST, "--port", str(port),
+        args = ["systems.core.controller", "--dir", d, "--host", self.host("controller"), "--port", str(port),
                 "--port-file", os.path.join(self.dir, "run", "controller.port"),
                 "--config", json.dumps({**self.config, **self.controller_config})]
         if self.profile.controller_extension:
@@ -84,22 +107,32 @@ class Cluster:
     def _broker_args(self, bid: int, port: int = 0) -> list[str]:
         return ["systems.core.broker", "--id", str(bid), "--backend", self.profile.backend,
                 "--dir", os.path.join(self.dir, f"broker-{bid}"), "--controller",
-                f"{self.controller.host}:{self.controller.port}", "--host", HOST, "--port", str(port),
+                f"{self.controller.host}:{self.controller.port}", "--host", self.host(f"broker-{bid}"),
+                "--port", str(port),
                 "--port-file", os.path.join(self.dir, "run", f"broker-{bid}.port"),
                 "--config", json.dumps(self.config)]
 
     def start(self, timeout: float = 60.0) -> "Cluster":
         if os.path.exists(self.state_path):
             other = Cluster.load(self.dir)
-            if any(other.status()["processes"].values()):
+            if any(other.status()["processes"].values()) or other.object_store_running():
                 raise ClusterError(f"a cluster is already running in {self.dir}; stop it first")
+            if other.network is not None:  # left behind by a harness that was killed
+                other.network.destroy()
         os.makedirs(os.path.join(self.dir, "run"), exist_ok=True)
         try:
+            if self.network is not None:
+                self.network.create()
+                self.save()  # from here on cluster.json names the network, for stop and clean
             self.start_object_store(timeout)
             self.start_controller(timeout)
             for bid in range(1, self.n_brokers + 1):
                 self.start_broker(bid, timeout=timeout, wait=False)
             self.wait_ready(timeout)
+            self.check_routes()
+        except NetworkError as e:
+            self.stop()
+            raise ClusterError(str(e)) from None
         except BaseException:
             self.stop()
             raise
@@ -109,7 +142,7 @@ class Cluster:
         args = self._controller_args(port)
         pid, port, log_path = self._spawn("controller", args, os.path.join(self.dir, "run", "controller.port"),
                                           timeout)
-        self.controller = Proc(0, HOST, port, pid, log_path, args)
+        self.controller = Proc(0, self.host("controller"), port, pid, log_path, args)
         self.save()
         return self.controller
 
@@ -117,11 +150,19 @@ class Cluster:
         args = self._broker_args(bid, port)
         pid, port, log_path = self._spawn(f"broker-{bid}", args, os.path.join(self.dir, "run", f"broker-{bid}.port"),
                                           timeout)
-        self.brokers[bid] = Proc(bid, HOST, port, pid, log_path, args)
+        self.brokers[bid] = Proc(bid, self.host(f"broker-{bid}"), port, pid, log_path, args)
         self.save()
         if wait:
             self.wait_ready(timeout, [bid])
         return self.brokers[bid]
+
+    def check_routes(self) -> None:
+        """Traffic from this (root) namespace to every broker must leave through the cluster's
+        own client link; NetworkError otherwise."""
+        if self.network is None:
+            return
+        for p in self.brokers.values():
+            self.network.check_route(p.host)
 
     def describe(self) -> dict:
         return call_sync(self.controller.host, self.controller.port, "describe", timeout=5)
@@ -181,12 +222,14 @@ class Cluster:
         return self.start_controller(timeout, port=self.controller.port)
 
     def stop(self, grace: float = 10.0) -> None:
-        """Stop every process (brokers first); safe to repeat."""
+        """Stop every process (brokers first), then remove the network; safe to repeat."""
         for p in list(self.brokers.values()):
             process.stop(p.pid, self.dir, grace)
         if self.controller is not None:
             process.stop(self.controller.pid, self.dir, grace)
         self.stop_object_store(grace)
+        if self.network is not None:
+            self.network.destroy()
 
     def extra_processes(self) -> list[Proc]:
         """Processes besides controller and brokers (the profile's services)."""
@@ -199,9 +242,11 @@ class Cluster:
         svc = self.profile.object_store
         if svc is None:
             return
-        ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=HOST, config=self.config,
+        ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=self.host("objstore"), config=self.config,
                              previous=self.object_store_info, timeout=timeout)
-        handle = svc.start(ctx)
+        # The service starts its own process: from a thread inside the object store's namespace,
+        # so the process (and the launcher's readiness check) live there.
+        handle = self.network.run_in("objstore", lambda: svc.start(ctx)) if self.network else svc.start(ctx)
         self._object_store_handle = handle
         self.config.update(handle.config)
         self.object_store = handle.proc
@@ -239,7 +284,8 @@ class Cluster:
                 "controller": asdict(self.controller) if self.controller else None,
                 "brokers": [asdict(p) for _, p in sorted(self.brokers.items())],
                 "object_store": asdict(self.object_store) if self.object_store else None,
-                "object_store_info": self.object_store_info}
+                "object_store_info": self.object_store_info,
+                "network": self.network.to_dict() if self.network else None}
 
     def save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
@@ -268,6 +314,7 @@ class Cluster:
         c.brokers = {p["id"]: Proc(**p) for p in d["brokers"]}
         c.object_store = Proc(**d["object_store"]) if d.get("object_store") else None
         c.object_store_info = d.get("object_store_info") or {}
+        c.network = Network.from_dict(c.dir, d["network"]) if d.get("network") else None
         return c
 
     def __enter__(self) -> "Cluster":
@@ -275,3 +322,21 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def clean(directory: str, grace: float = 5.0) -> list[str]:
+    """Remove what a cluster in `directory` left behind, even after kill -9 of the harness or
+    without cluster.json: its processes (by the PIDs in cluster.json and those inside its
+    namespaces, only while their command line names the directory), then its network objects
+    (by name). Safe to repeat. -> the network names removed."""
+    d = os.path.abspath(directory)
+    # Processes a harness killed mid-start never recorded: read them before stop() removes the
+    # namespaces that show them.
+    unrecorded = net.pids(d)
+    try:
+        Cluster.load(d).stop(grace)
+    except (ClusterError, NetworkError, OSError, ValueError, KeyError, TypeError):
+        pass  # no or unreadable cluster.json: nothing to stop by PID; the names still go below
+    for pid in unrecorded:
+        process.stop(pid, d, grace)
+    return net.clean(d)

@@ -92,16 +92,17 @@ def stop(pid: int, marker: str, grace: float) -> None:
 
 
 def spawn_module(module_args: list[str], *, log_path: str, cwd: str, port_file: str, timeout: float,
-                 name: str) -> tuple[int, int]:
+                 name: str, prefix: list[str] | tuple[str, ...] = ()) -> tuple[int, int]:
     """Start `python -m <module_args>` in its own session, logging to `log_path`, and wait until
-    it writes its listening port to `port_file`. -> (pid, port)."""
+    it writes its listening port to `port_file`. -> (pid, port). `prefix` runs the command
+    through a wrapper that execs it (`ip netns exec NS`), so the pid is still python's."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     if os.path.exists(port_file):
         os.unlink(port_file)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     with open(log_path, "ab") as logf:
-        proc = subprocess.Popen([sys.executable, "-m", *module_args], stdout=logf, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", *module_args], stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
     deadline = time.monotonic() + timeout
     while not os.path.exists(port_file):

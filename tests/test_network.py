@@ -1,0 +1,153 @@
+"""Clusters on their own shaped network (bench/run/network.py): every node in a namespace on a tbf
+link, the clients here in the root namespace on the client link. Needs root or CAP_NET_ADMIN."""
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from kafka.admin import NewTopic
+
+from bench.run import network as net
+from bench.run.cluster import Cluster, ClusterError, clean
+from systems.core.process import alive, send_signal
+from tests.clients import consume_all, create_topics, produce_all, wait_for
+from tests.conftest import FAST, ROOT
+
+
+def _netns_permitted() -> str | None:
+    name = f"rbprobe{uuid.uuid4().hex[:6]}"
+    try:
+        r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, timeout=10, check=False)
+    except FileNotFoundError:
+        return "iproute2 (`ip`) is not installed"
+    if r.returncode != 0:
+        return f"`ip netns add` is not permitted here: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10, check=False)
+    return None
+
+
+_NO_NETNS = _netns_permitted()
+pytestmark = pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")
+
+
+def _leftovers(cluster_dir: str) -> list[str]:
+    stem = f"{net.PREFIX}{net.cluster_id(cluster_dir)}-"
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return [w for w in (ns + links).replace(":", " ").replace("@", " ").split() if w.startswith(stem)]
+
+
+def _in_namespace(pid: int, ns: str) -> bool:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{ns}").st_ino
+
+
+def _in_range(host: str) -> bool:
+    return ipaddress.ip_address(host) in net.RANGE
+
+
+def test_rates_are_checked_up_front(tmp_path):
+    with pytest.raises(ClusterError, match="not a tc rate"):
+        Cluster("replication", 1, str(tmp_path / "c"), link_rate="100 megabit")
+    with pytest.raises(ClusterError, match="need --link-rate"):
+        Cluster("replication", 1, str(tmp_path / "c"), client_link_rate="1gbit")
+    assert not (tmp_path / "c").exists()
+
+
+def test_replication_produce_is_capped_by_the_link(tmp_path):
+    d = str(tmp_path / "c")
+    c = Cluster("replication", 3, d, dict(FAST), link_rate="100mbit")
+    try:
+        c.start(timeout=60)
+        st = c.to_dict()["network"]
+        for bid, p in c.brokers.items():
+            node = st["nodes"][f"broker-{bid}"]
+            assert (node["address"], node["link_rate"]) == (p.host, "100mbit")
+            assert _in_namespace(p.pid, node["namespace"])
+        assert _in_namespace(c.controller.pid, st["nodes"]["controller"]["namespace"])
+
+        create_topics(c.bootstrap, [NewTopic("t", 1, 3)])
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
+                      "queue.buffering.max.kbytes": 16384})
+        md = p.list_topics(timeout=10)
+        assert sorted(b.host for b in md.brokers.values()) == sorted(x.host for x in c.brokers.values())
+        assert all(_in_range(b.host) for b in md.brokers.values())
+        value = os.urandom(16 * 1024)
+        n = 40 * 64  # 40 MiB
+        t0 = time.monotonic()
+        produce_all(p, [("t", 0, None, value, None)] * n, flush_timeout=60)
+        mb_s = n * len(value) / (time.monotonic() - t0) / 1e6
+        del p  # before stop: a live producer would keep reconnecting to the stopped brokers
+        print(f"40 MiB over a 100mbit link: {mb_s:.2f} MB/s")
+        # 100mbit is 12.5 MB/s of frames; headers take a few percent
+        assert 8 <= mb_s <= 13.5, mb_s
+    finally:
+        c.stop()
+    assert _leftovers(d) == []
+
+
+def test_shared_object_store_in_its_namespace(tmp_path):
+    d = str(tmp_path / "c")
+    c = Cluster("shared", 2, d, dict(FAST), link_rate="200mbit", object_store_link_rate="100mbit")
+    try:
+        c.start(timeout=90)
+        st = c.to_dict()["network"]
+        os_node = st["nodes"]["objstore"]
+        assert os_node["link_rate"] == "100mbit" and st["nodes"]["client"]["link_rate"] == "200mbit"
+        assert c.object_store.host == os_node["address"] and _in_range(c.object_store.host)
+        assert _in_namespace(c.object_store.pid, os_node["namespace"])
+        assert c.config["s3.endpoint"].startswith(os_node["address"] + ":")
+        # cluster.json is enough to find and remove the network again
+        assert Cluster.load(d).network.to_dict() == st
+
+        create_topics(c.bootstrap, [NewTopic("s", 1, 1)])
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5})
+        assert all(_in_range(b.host) for b in p.list_topics(timeout=10).brokers.values())
+        produce_all(p, [("s", 0, str(i).encode(), b"v%d" % i, None) for i in range(500)])
+        got = consume_all(c.bootstrap, {("s", 0): 500})[("s", 0)]
+        del p
+        assert [m[1] for m in got] == [str(i).encode() for i in range(500)]
+    finally:
+        c.stop()
+    assert _leftovers(d) == []
+
+
+def _cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "cluster", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def test_clean_after_kill9_of_the_harness(tmp_path):
+    d = str(tmp_path / "c")
+    state = os.path.join(d, "cluster.json")
+    starter = subprocess.Popen([sys.executable, "-m", "bench", "cluster", "start", "--dir", d, "--brokers", "2",
+                                "--link-rate", "100mbit"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        # kill -9 the harness mid-start: the network and the controller exist, brokers may be half-started
+        wait_for(lambda: os.path.exists(state) and Cluster.load(d).controller is not None, 60,
+                 "the controller in cluster.json")
+    finally:
+        starter.kill()
+        starter.wait(10)
+    left = Cluster.load(d)
+    assert _leftovers(d), "the killed start should have left its network"
+    for p in left.brokers.values():  # a crashed broker too
+        send_signal(p.pid, d, signal.SIGKILL)
+    # also processes the killed harness started but never recorded
+    pids = {left.controller.pid, *(p.pid for p in left.brokers.values()), *net.pids(d)}
+
+    r = _cli("clean", "--dir", d, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(d) == []
+    assert [pid for pid in pids if alive(pid, d)] == []
+    assert _cli("clean", "--dir", d, timeout=60).returncode == 0  # safe to repeat
+    os.unlink(state)
+    assert _cli("clean", "--dir", d, timeout=60).returncode == 0  # and without cluster.json
+    assert clean(d) == []
