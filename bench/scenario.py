@@ -41,6 +41,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from bench.run.network import NetworkError, rate_bits
 from bench.units import parse_bytes
 from systems.core.profile import SystemProfile
 from systems.registry import PROFILES
@@ -280,6 +281,27 @@ class Checks(_Model):
         return v
 
 
+def _tc_rate(value: Any) -> Any:
+    # Checked here so a bad rate is reported with the file and field before anything starts.
+    if value is not None:
+        try:
+            rate_bits(value)
+        except NetworkError as e:
+            raise ValueError(str(e)) from None
+    return value
+
+
+TcRate = Annotated[str, BeforeValidator(_tc_rate)]
+
+
+class NetworkSection(_Model):
+    """Emulated links (bench/run/network.py): with a link rate every node runs in its own
+    network namespace on a link shaped to that rate; the other two default to it."""
+    link_rate: Optional[TcRate] = None
+    object_store_link_rate: Optional[TcRate] = None
+    client_link_rate: Optional[TcRate] = None
+
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -291,6 +313,7 @@ class Scenario(_Model):
     prefill: Prefill = Field(default_factory=Prefill)
     actions: list[Action] = Field(default_factory=list)
     checks: Checks = Field(default_factory=Checks)
+    network: NetworkSection = Field(default_factory=NetworkSection)
     # dotted path -> values; expand() runs the cartesian product.
     matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
 
@@ -321,6 +344,14 @@ class Scenario(_Model):
         for i, name in enumerate(self.prefill.topics or ()):
             if wl.topic(name) is None:
                 raise _err(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
+
+        net = self.network
+        if net.link_rate is None:
+            for f in ("object_store_link_rate", "client_link_rate"):
+                if getattr(net, f) is not None:
+                    raise _err(f"network.{f}", "needs network.link_rate (the links exist only with it)")
+        if net.object_store_link_rate is not None and system.profile.object_store is None:
+            raise _err("network.object_store_link_rate", f"system {system.kind!r} has no object store")
 
         exists = set(range(1, system.brokers + 1))
         dead: set[int] = set()
@@ -364,6 +395,9 @@ class Scenario(_Model):
                     seen.add((m.topic, m.partition))
             elif a.kind == "add_broker_and_rebalance":
                 new = added[i]
+                if net.link_rate is not None:  # the cluster's network is built once, at start
+                    raise _err(f"{p}.kind", "add_broker_and_rebalance: not available with network.link_rate "
+                                            "(a broker's link is made when the cluster starts)")
                 if new in exists:
                     raise _err(f"{p}.broker", f"broker {new} already exists")
                 exists.add(new)

@@ -3,6 +3,7 @@ link, the clients here in the root namespace on the client link. Needs root or C
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,8 @@ import pytest
 from confluent_kafka import Producer
 from kafka.admin import NewTopic
 
+from bench.history.names import EVENT_CLUSTER_STARTED, EVENT_LINK_SAMPLE
+from bench.history.store import read_history
 from bench.run import network as net
 from bench.run.cluster import Cluster, ClusterError, clean
 from systems.core.process import alive, send_signal
@@ -151,3 +154,47 @@ def test_clean_after_kill9_of_the_harness(tmp_path):
     os.unlink(state)
     assert _cli("clean", "--dir", d, timeout=60).returncode == 0  # and without cluster.json
     assert clean(d) == []
+
+
+def test_scenario_run_on_links(run_scenario):
+    """A scenario with `network: {link_rate: 100mbit}` through the real runner: brokers on their
+    namespace addresses, the copy of a moved partition visible on the target broker's link and
+    no faster than the link, every check valid, nothing of the network left afterwards."""
+    [(run_dir, s)] = run_scenario({
+        "name": "links",
+        "system": {"kind": "replication", "brokers": 3},
+        "workload": {"topics": [{"name": "hot", "partitions": 2}], "message_bytes": "1KiB",
+                     "produce_rate_msgs_per_s": 200, "duration_s": 10},
+        "prefill": {"bytes_per_partition": "16MiB"},
+        "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],  # from 1
+        "network": {"link_rate": "100mbit"},
+    })
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, s["error"], c["failed"], c["unknown"])
+    assert s["params"]["link_rate"] == s["params"]["client_link_rate"] == "100mbit"
+    assert s["params"]["object_store_link_rate"] is None
+
+    t = read_history(run_dir / "history.parquet")
+    events = t["event"].to_pylist()
+    details = t["detail"].to_pylist()
+    [started] = [json.loads(d) for e, d in zip(events, details) if e == EVENT_CLUSTER_STARTED]
+    network = started["network"]
+    brokers = started["bootstrap"].split(",")
+    assert len(brokers) == 3 and all(_in_range(b.rsplit(":", 1)[0]) for b in brokers), brokers
+    assert {network["nodes"][f"broker-{b}"]["address"] for b in (1, 2, 3)} == {b.rsplit(":", 1)[0] for b in brokers}
+    assert sum(e == EVENT_LINK_SAMPLE for e in events) >= 5
+
+    # 16 MiB copied 1 -> 3 at 12.5 MB/s: the copy fills broker 3's link for over a second.
+    links = s["links"]
+    line = 100e6 / 8
+    assert links["broker-3"]["rx"]["peak_bytes_per_s"] > 0.5 * line, links["broker-3"]
+    assert links["broker-1"]["tx"]["peak_bytes_per_s"] > 0.5 * line, links["broker-1"]
+    for node, ways in links.items():
+        for way in ("tx", "rx"):
+            assert ways[way]["peak_utilisation"] <= 1.2, (node, way, ways[way])  # shaped
+    assert links["client"]["tx"]["mean_bytes_per_s"] > 0  # the load went through the client link
+
+    stem = f"{net.PREFIX}{network['id']}-"
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    ip_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert stem not in ns + ip_links

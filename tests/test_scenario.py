@@ -226,3 +226,32 @@ def test_models_are_frozen():
     sc = load_scenario(REASSIGN_ONE)
     with pytest.raises(Exception):
         sc.system.brokers = 5
+
+
+@pytest.mark.parametrize("network, needle", [
+    ({"link_rate": "fast"}, "x.yaml: network.link_rate: link rate 'fast' is not a tc rate"),
+    ({"link_rate": "10kbit"}, "x.yaml: network.link_rate: link rate '10kbit' is below 1mbit"),
+    ({"link_rate": "100mbit", "client_link_rate": "1 gbit"}, "x.yaml: network.client_link_rate: link rate '1 gbit'"),
+    ({"client_link_rate": "1gbit"}, "x.yaml: network.client_link_rate: needs network.link_rate"),
+    ({"link_rate": "100mbit", "object_store_link_rate": "50mbit"},
+     "x.yaml: network.object_store_link_rate: system 'replication' has no object store"),
+])
+def test_network_section_rejected(network, needle):
+    assert needle in str(error_of(minimal(network=network)))
+
+
+def test_network_section_accepted_and_in_matrix():
+    sc = parse_scenario(minimal(system={"kind": "shared", "brokers": 2},
+                                network={"link_rate": "100mbit", "object_store_link_rate": "1gbit"}), "x.yaml")
+    assert (sc.network.link_rate, sc.network.object_store_link_rate, sc.network.client_link_rate) == \
+        ("100mbit", "1gbit", None)
+    sc = parse_scenario(minimal(matrix={"network.link_rate": ["100mbit", "400mbit"]}), "x.yaml")
+    assert [s.network.link_rate for _, s in expand(sc)] == ["100mbit", "400mbit"]
+    with pytest.raises(ScenarioError, match=re.escape("network.link_rate: link rate 'x'")):
+        expand(parse_scenario(minimal(matrix={"network.link_rate": ["x"]}), "x.yaml"))
+
+
+def test_added_broker_refused_on_links():
+    err = error_of(minimal(network={"link_rate": "100mbit"},
+                           actions=[{"at_s": 5, "kind": "add_broker_and_rebalance"}]))
+    assert "x.yaml: actions.0.kind: add_broker_and_rebalance: not available with network.link_rate" in str(err)

@@ -9,7 +9,8 @@ clock). Shape::
      machine: {cpus, mem_gib, platform, python},
      params: {prefill_bytes_per_partition, replication_throttle_bytes_per_s,
               objstore_bandwidth_bytes_per_s, message_bytes, produce_rate_msgs_per_s, brokers,
-              producers, duration_s, partitions, replication_factor, <every matrix key>},
+              producers, duration_s, partitions, replication_factor, link_rate,
+              object_store_link_rate, client_link_rate, <every matrix key>},
      checks: <bench.checkers.check_all>,
      moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
               bytes_moved_inter_broker, bytes_moved_objstore, unavailable_seconds, partition_bytes,
@@ -24,7 +25,10 @@ clock). Shape::
                 then new_leader: the broker it failed over to), first_ack_seconds (fault start to
                 the worst partition's first ack after recovery),
                 during_moves (move action ids in flight at the fault), run_unavailable_seconds
-                (worst gap of those partitions over the whole run)}]}
+                (worst gap of those partitions over the whole run)}],
+     cpu: {process: mean %},
+     links: {node: {tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
+                            mean_utilisation}}}  (emulated links only; tx = sent by the node)}
 
 Units: seconds, bytes; ``throughput_mb_per_s`` is 10^6 bytes/s of acked message values over the
 load window (first send to last ack). ``move_seconds`` is null when unknown (``move_reason`` says
@@ -50,6 +54,7 @@ from bench.history.names import (
     EVENT_ACTION_START,
     EVENT_COUNTER,
     EVENT_CPU_SAMPLE,
+    EVENT_LINK_SAMPLE,
     EVENT_LOAD_FINISHED,
     EVENT_MOVE_PHASE,
     EVENT_PREFILL,
@@ -78,6 +83,11 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
         "replication_factor": max(t.replication_factor for t in wl.topics),
         "shape": wl.shape.kind,
         "key_distribution": wl.key_distribution,
+        # the effective rates: the other two links default to link_rate (bench/run/cluster.py)
+        "link_rate": sc.network.link_rate,
+        "object_store_link_rate": (sc.network.object_store_link_rate or sc.network.link_rate
+                                   if sc.profile.object_store is not None else None),
+        "client_link_rate": sc.network.client_link_rate or sc.network.link_rate,
     }
     for k, v in (matrix or {}).items():
         out[k] = v
@@ -245,6 +255,25 @@ def _cpu(v: HistoryView) -> dict[str, Any]:
     return {k: round(sum(xs) / len(xs), 1) for k, xs in sorted(acc.items()) if xs}
 
 
+def _links(v: HistoryView) -> dict[str, Any]:
+    """Per emulated link (node), over the ``link_sample`` events of the load: peak and mean
+    bytes/s the node sent (tx) and received (rx), and those as a fraction of the link's rate."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for e in _events(v, EVENT_LINK_SAMPLE):
+        for node, d in e.detail.items():
+            for way in ("tx", "rx"):
+                acc[node][way].append(float(d[f"{way}_bytes_per_s"]))
+                acc[node][f"{way}_util"].append(float(d[f"{way}_bytes_per_s"]) * 8 / float(d["rate_bits"]))
+    out = {}
+    for node, a in sorted(acc.items()):
+        out[node] = {way: {"peak_bytes_per_s": round(max(a[way]), 1),
+                           "mean_bytes_per_s": round(sum(a[way]) / len(a[way]), 1),
+                           "peak_utilisation": round(max(a[f"{way}_util"]), 4),
+                           "mean_utilisation": round(sum(a[f"{way}_util"]) / len(a[f"{way}_util"]), 4)}
+                     for way in ("tx", "rx")}
+    return out
+
+
 def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
     v = HistoryView(table, scenario)
     checks = check_all(v, scenario)
@@ -273,6 +302,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
                                   for d in verify if not d.get("complete")]},
         "outages": _outages(v, checks),
         "cpu": _cpu(v),
+        "links": _links(v),
     }
     return clean(summary)
 

@@ -17,6 +17,10 @@ EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, ...}
 EVENT_VERIFY = "verify"  # per partition {high_watermark, read, complete, error}
 EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
 EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every cpu_sample
+# Emulated links, once a second during the load: {node: {tx_bytes_per_s, rx_bytes_per_s, rate_bits}}
+# (tx = what the node sent, rx = what it received, over the last interval; node "client" is the
+# root namespace's link, which the load and the verifying consumer use)
+EVENT_LINK_SAMPLE = "link_sample"
 EVENT_JOURNAL_TRANSLATED = "journal_translated"
 EVENT_JOURNAL_MALFORMED = "journal_malformed"
 

@@ -1,16 +1,21 @@
-"""What the runner watches while a run goes on: the cluster's metadata as a client sees it, and the
-CPU and memory of every process. Both write their observations into the run's history."""
+"""What the runner watches while a run goes on: the cluster's metadata as a client sees it, the
+CPU and memory of every process, and, with emulated links, the bytes on every link. All write their
+observations into the run's history."""
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import time
 from typing import Any
 
 import psutil
 
-from bench.history.names import EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_RSS_SAMPLE, SOURCE_CLIENT
+from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_RSS_SAMPLE,
+                                 SOURCE_CLIENT)
 from bench.history.store import event_row
+from bench.run.network import Network, rate_bits
 
 POLL_INTERVAL_S = 0.1  # client-side metadata poller
 
@@ -95,3 +100,41 @@ def sample_processes(run: Any, until: float) -> None:
         cpu["_machine"] = round(psutil.cpu_percent(None), 1)
         run.event(EVENT_CPU_SAMPLE, cpu, ts=ts)
         run.event(EVENT_RSS_SAMPLE, rss, ts=ts)
+
+
+def link_bytes(network: Network) -> dict[str, tuple[int, int]]:
+    """node -> (bytes it sent, bytes it received) so far, from the kernel's counters of the
+    bridge-side veth ends (all in the switch namespace, so one `ip` call reads every link): what
+    the bridge port received the node sent, and the other way round."""
+    out = subprocess.run(["ip", "-n", network.switch, "-s", "-j", "link", "show"],
+                         capture_output=True, text=True, timeout=5, check=True).stdout
+    by_dev = {d["ifname"]: d["stats64"] for d in json.loads(out) if "stats64" in d}
+    res = {}
+    for node in [*network.nodes, "client"]:
+        st = by_dev.get(network.veth(node) + "p")
+        if st is not None:
+            res[node] = (st["rx"]["bytes"], st["tx"]["bytes"])
+    return res
+
+
+def sample_links(run: Any, network: Network, until: float) -> None:
+    """Every second during the load: bytes per second each link carried in each direction over
+    the last interval, with the link's rate at the time, as ``link_sample`` events."""
+    prev, t_prev = link_bytes(network), time.time()
+    while time.time() < until and not run.state.stop.is_set():
+        run.state.stop.wait(1.0)
+        try:
+            now = link_bytes(network)
+        except (subprocess.SubprocessError, ValueError) as exc:  # a failed read: the next one spans both
+            log.debug("link counters: %s", exc)
+            continue
+        ts = time.time()
+        dt = ts - t_prev
+        detail = {}
+        for node, (tx, rx) in now.items():
+            if node in prev and dt > 0:
+                detail[node] = {"tx_bytes_per_s": round((tx - prev[node][0]) / dt, 1),
+                                "rx_bytes_per_s": round((rx - prev[node][1]) / dt, 1),
+                                "rate_bits": rate_bits(network.rates[node])}
+        prev, t_prev = now, ts
+        run.event(EVENT_LINK_SAMPLE, detail, ts=ts)

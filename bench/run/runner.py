@@ -255,10 +255,17 @@ class Run:
         # The cluster works in a short temporary directory (unix socket paths are limited to ~107
         # bytes, and run directories can be deep); its logs and events are collected at the end.
         self.cluster_tmp = Path(tempfile.mkdtemp(prefix="rb-", dir=os.environ.get("BENCH_CLUSTER_TMP")))
-        self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc))
+        # With a link rate the nodes run in their own namespaces; everything the runner starts
+        # (load, verifying consumer, admin clients, poller) stays here and reaches them through
+        # the client link, via cluster.bootstrap.
+        self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc),
+                               link_rate=sc.network.link_rate,
+                               object_store_link_rate=sc.network.object_store_link_rate,
+                               client_link_rate=sc.network.client_link_rate)
         self.cluster.start(timeout=self.start_timeout_s)
+        network = self.cluster.network.to_dict() if self.cluster.network else None
         self.event(EVENT_CLUSTER_STARTED, {"bootstrap": self.cluster.bootstrap, "config": self.cluster.config,
-                                       "brokers": sorted(self.cluster.brokers)})
+                                       "brokers": sorted(self.cluster.brokers), "network": network})
         self._create_topics()
         self._start_poller()
         self._wait_leaders(30.0)
@@ -277,6 +284,8 @@ class Run:
         t_zero = st.load_started
         self.thread(run_timeline, "timeline", self, t_zero)
         self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
+        if self.cluster.network is not None:
+            self.thread(observe.sample_links, "links", self, self.cluster.network, t_zero + sc.workload.duration_s)
         load_end = t_zero + sc.workload.duration_s
         # Wait for the load process: duration + drain + slack.
         deadline = load_end + DRAIN_S + 30
