@@ -72,4 +72,22 @@ def format_bytes(n: Any, *, exact: bool = False) -> str:
     return f"{n / mult:.1f} {unit}"
 
 
-__all__ = ["MISSING", "format_bytes", "parse_bytes"]
+# Link rates, in tc's syntax (bench/run/network.py shapes links with them).
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+          "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
+MIN_RATE_BITS = 1e6  # below this one tbf burst (>= 64 KiB, bench/run/network.py) lasts half a second
+
+
+def rate_bits(rate: str) -> float:
+    """tc's rate syntax ("100mbit", "1gbit", "50mbps") -> bits per second; ValueError if not."""
+    m = _RATE.match(str(rate).strip())
+    if not m:
+        raise ValueError(f"link rate {rate!r} is not a tc rate such as 100mbit, 1gbit or 50mbps")
+    bits = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+    if bits < MIN_RATE_BITS:
+        raise ValueError(f"link rate {rate!r} is below 1mbit")
+    return bits
+
+
+__all__ = ["MISSING", "format_bytes", "parse_bytes", "rate_bits"]

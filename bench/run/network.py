@@ -25,28 +25,21 @@ import re
 import subprocess
 import threading
 
+from bench import units
+
 PREFIX = "rb"
 RANGE = ipaddress.ip_network("198.18.0.0/15")
 _CLONE_NEWNET = 0x40000000
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
-_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-          "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
-MIN_RATE_BITS = 1e6  # below this a single burst (>= 64 KiB, see tbf_args) lasts half a second
-
-
 class NetworkError(Exception):
     """The cluster's network could not be built, checked or removed; the message says why."""
 
 
 def rate_bits(rate: str) -> float:
-    """tc's rate syntax ("100mbit", "1gbit", "50mbps") -> bits per second; NetworkError if not."""
-    m = _RATE.match(str(rate).strip())
-    if not m:
-        raise NetworkError(f"link rate {rate!r} is not a tc rate such as 100mbit, 1gbit or 50mbps")
-    bits = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if bits < MIN_RATE_BITS:
-        raise NetworkError(f"link rate {rate!r} is below 1mbit")
-    return bits
+    """tc's rate syntax -> bits per second (bench.units.rate_bits); NetworkError if not a rate."""
+    try:
+        return units.rate_bits(rate)
+    except ValueError as e:
+        raise NetworkError(str(e)) from None
 
 
 def tbf_args(rate: str) -> list[str]:
