@@ -19,7 +19,7 @@ from bench.history.names import EVENT_CLUSTER_STARTED, EVENT_LINK_SAMPLE
 from bench.history.store import read_history
 from bench.run import network as net
 from bench.run.cluster import Cluster, ClusterError, clean
-from systems.core.process import alive, send_signal
+from systems.core.process import alive, find, send_signal
 from tests.clients import consume_all, create_topics, produce_all, wait_for
 from tests.conftest import FAST, ROOT
 
@@ -150,6 +150,7 @@ def test_clean_after_kill9_of_the_harness(tmp_path):
     assert r.returncode == 0, r.stderr
     assert _leftovers(d) == []
     assert [pid for pid in pids if alive(pid, d)] == []
+    assert find(d) == [], "a process of the cluster outlived clean"
     assert _cli("clean", "--dir", d, timeout=60).returncode == 0  # safe to repeat
     os.unlink(state)
     assert _cli("clean", "--dir", d, timeout=60).returncode == 0  # and without cluster.json

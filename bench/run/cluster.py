@@ -327,16 +327,16 @@ class Cluster:
 def clean(directory: str, grace: float = 5.0) -> list[str]:
     """Remove what a cluster in `directory` left behind, even after kill -9 of the harness or
     without cluster.json: its processes (by the PIDs in cluster.json and those inside its
-    namespaces, only while their command line names the directory), then its network objects
-    (by name). Safe to repeat. -> the network names removed."""
+    namespaces or whose command line names the directory, each only while it still does), then
+    its network objects (by name). Safe to repeat. -> the network names removed."""
     d = os.path.abspath(directory)
     # Processes a harness killed mid-start never recorded: read them before stop() removes the
     # namespaces that show them.
-    unrecorded = net.pids(d)
+    unrecorded = set(net.pids(d)) | set(process.find(d))
     try:
         Cluster.load(d).stop(grace)
     except (ClusterError, NetworkError, OSError, ValueError, KeyError, TypeError):
         pass  # no or unreadable cluster.json: nothing to stop by PID; the names still go below
-    for pid in unrecorded:
+    for pid in sorted(unrecorded | set(process.find(d))):
         process.stop(pid, d, grace)
     return net.clean(d)

@@ -51,6 +51,22 @@ def alive(pid: int, marker: str) -> bool:
         return False
 
 
+def find(marker: str) -> list[int]:
+    """PIDs of processes whose command line contains `marker` (a cluster's directory), this
+    process and its ancestors excepted: what a harness killed mid-start may have launched
+    without recording."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(p.info["cmdline"] or ()):
+                out.append(p.info["pid"])
+        except psutil.Error:
+            continue
+    me = psutil.Process()
+    mine = {me.pid, *(a.pid for a in me.parents())}  # e.g. `clean --dir DIR` and the shell that ran it
+    return [pid for pid in out if pid not in mine]
+
+
 def reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
