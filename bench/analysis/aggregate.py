@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
-from bench.check.moves import check_bytes_moved, fault_recoveries, move_markers
-from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _tp_name
+from bench.check.moves import check_bytes_moved, fault_recoveries, move_markers, outage_of
+from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
@@ -621,24 +621,17 @@ def _outage_rows(faults: list[tuple[Run, Any, list[dict[str, Any]]]],
     for r, a, recs in faults:
         aid = str(a.action_id)
         win = [{**x, **per_tp[(r.idx, aid, x["topic"], x["partition"])]} for x in recs]
-        worst = max(win, key=lambda w: w["unavailable_seconds"], default=None)
-        last = None if any(w["recovery_ts"] is None for w in win) else max(win, key=lambda w: w["recovery_ts"],
-                                                                           default=None)
+        fig = outage_of(a.start, [{**w, "first_ack_ts": w["recovered_ack_ts"]} for w in win])
         summ = next((o for o in r.summary.get("outages") or []
                      if isinstance(o, dict) and str(o.get("action_id")) == aid), {})
         rows.append({
             "run_key": r.run_key, "run_id": r.summary.get("run_id"),
             "scenario": r.summary.get("scenario") or (r.scenario.name if r.scenario else None),
             "system": r.system, "config_key": r.config_key, "action_id": aid, "action": a.kind,
-            "broker": a.broker, "start_ts": a.start,
-            "partitions": ",".join(_tp_name(w["topic"], w["partition"]) for w in win),
-            "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
-            "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
-            "recovered_by": last["recovered_by"] if last else None,
-            "new_leader": last.get("new_leader") if last else None,
-            "recovery_seconds": last["recovery_ts"] - a.start if last else None,
-            "first_ack_seconds": worst["recovered_ack_ts"] - a.start
-            if worst and worst["recovered_ack_ts"] is not None else None,
+            "broker": a.broker, "start_ts": a.start, "partitions": ",".join(fig["partitions"]),
+            **{k: fig[k] for k in ("unavailable_seconds", "worst_partition", "recovered_by")},
+            "new_leader": fig.get("new_leader"),
+            **{k: fig[k] for k in ("recovery_seconds", "first_ack_seconds")},
             "summary_unavailable_seconds": summ.get("unavailable_seconds"),
         })
     rows.sort(key=lambda x: (x["run_key"], x["start_ts"]))

@@ -19,7 +19,7 @@ from bench.history.names import (
 )
 from bench.check.view import (
     _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
-    _merge_valid, _runs, _tp_key, _tp_of, _uniq, _view,
+    _merge_valid, _runs, _tp_key, _tp_name, _tp_of, _uniq, _view,
 )
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 
@@ -243,6 +243,27 @@ def fault_recoveries(v: HistoryView, a: _Action, leader_changes: list | None = N
             info.update(recovery_ts=lc.ts, recovered_by=EVENT_LEADER_CHANGE, new_leader=lc.detail["leader"])
         out.append(info)
     return out
+
+
+def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One fault's figures from its per-partition windows (``{topic, partition,
+    unavailable_seconds, recovery_ts, recovered_by, [new_leader], first_ack_ts}``): the worst
+    affected partition's outage and when it was served again, and when and how the last of them
+    recovered (none if any did not). summary.json's ``outages`` and the aggregate's share it."""
+    worst = max(windows, key=lambda w: w["unavailable_seconds"], default=None)
+    last = (None if any(w["recovery_ts"] is None for w in windows)
+            else max(windows, key=lambda w: w["recovery_ts"], default=None))
+    return {
+        "partitions": [_tp_name(w["topic"], w["partition"]) for w in windows],
+        "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
+        "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
+        "recovered_ts": last["recovery_ts"] if last else None,
+        "recovery_seconds": last["recovery_ts"] - start if last else None,
+        # When the worst partition was served again: its first ack at or after recovery.
+        "first_ack_seconds": worst["first_ack_ts"] - start if worst and worst["first_ack_ts"] is not None else None,
+        "recovered_by": last["recovered_by"] if last else None,
+        **({"new_leader": last["new_leader"]} if last and "new_leader" in last else {}),
+    }
 
 
 def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all
+from bench.check.moves import outage_of
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
@@ -64,7 +65,6 @@ from bench.history.names import (
 )
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
-from bench.check.view import _tp_name
 from bench.scenario import FAULT_RECOVERY, Scenario, parse_scenario
 
 
@@ -221,22 +221,11 @@ def _outages(v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
         if a.kind not in FAULT_RECOVERY:
             continue
         win = [w for w in checks["unavailable_seconds"]["actions"] if w["action_id"] == a.action_id]
-        worst = max(win, key=lambda w: w["unavailable_seconds"], default=None)
-        last = None if any(w["recovery_ts"] is None for w in win) else max(win, key=lambda w: w["recovery_ts"],
-                                                                           default=None)
         hit = sorted({m["action_id"] for m in moves if m["request_ts"] <= a.start
                       and not (m.get("first_ack_ts") is not None and m["first_ack_ts"] <= a.start)})
         out.append({
             "action_id": a.action_id, "kind": a.kind, "broker": a.broker, "start_ts": a.start,
-            "partitions": [_tp_name(w["topic"], w["partition"]) for w in win],
-            "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
-            "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
-            "recovered_ts": last["recovery_ts"] if last else None,
-            "recovery_seconds": last["recovery_ts"] - a.start if last else None,
-            # When the worst partition was served again: its first ack at or after recovery.
-            "first_ack_seconds": worst["first_ack_ts"] - a.start if worst and worst["first_ack_ts"] is not None else None,
-            "recovered_by": last["recovered_by"] if last else None,
-            **({"new_leader": last["new_leader"]} if last and "new_leader" in last else {}),
+            **outage_of(a.start, win),
             "during_moves": hit,
             "run_unavailable_seconds": max((run_worst.get((w["topic"], w["partition"]), 0.0) for w in win),
                                            default=None),

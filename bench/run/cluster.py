@@ -337,6 +337,6 @@ def clean(directory: str, grace: float = 5.0) -> list[str]:
         Cluster.load(d).stop(grace)
     except (ClusterError, NetworkError, OSError, ValueError, KeyError, TypeError):
         pass  # no or unreadable cluster.json: nothing to stop by PID; the names still go below
-    for pid in sorted(unrecorded | set(process.find(d))):
+    for pid in sorted(unrecorded):
         process.stop(pid, d, grace)
     return net.clean(d)
