@@ -90,8 +90,11 @@ class _Model(BaseModel):
 class System(_Model):
     kind: str  # a registered system (systems/registry.py)
     brokers: Annotated[int, Field(strict=True, ge=1)]
-    # Cap on inter-broker replication traffic during a move (replication system only).
+    # Cap on inter-broker replication traffic during a move (replication system only): an
+    # operator's setting, either in bytes/s or as a share of the brokers' link rate (with
+    # network.link_rate; Scenario.settings() turns it into bytes/s).
     replication_throttle_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
+    replication_throttle_of_link: Optional[Annotated[Float, Field(gt=0, le=1)]] = None
     # Cap on object-storage bandwidth (shared system only); None = unthrottled.
     objstore_bandwidth_bytes_per_s: Optional[Annotated[Bytes, Field(gt=0)]] = None
     # Shared system only; None = the system's own default (systems/shared/settings.py).
@@ -195,6 +198,7 @@ ActionKind = Literal[
     "reassign", "move_set", "add_broker_and_rebalance", "drain_broker",
     "kill_broker", "restart_broker", "pause_broker", "resume_broker",
     "kill_controller", "restart_controller", "stop_object_store", "start_object_store",
+    "isolate_broker", "heal_broker", "set_link_rate",
 ]
 MOVE_ACTIONS = frozenset({"reassign", "move_set", "add_broker_and_rebalance", "drain_broker"})
 # Each fault and the action that undoes it; a fault's outage window runs until recovery
@@ -204,7 +208,11 @@ FAULT_RECOVERY: dict[str, str] = {
     "pause_broker": "resume_broker",  # SIGSTOP / SIGCONT
     "kill_controller": "restart_controller",
     "stop_object_store": "start_object_store",
+    "isolate_broker": "heal_broker",  # its link down: cut off from everyone, still running
 }
+# Actions on the emulated network (they need network.link_rate).
+NETWORK_ACTIONS = frozenset({"isolate_broker", "heal_broker", "set_link_rate"})
+LINK_NODES = ("controller", "objstore", "client")  # set_link_rate's `node`; brokers go by `broker`
 FAULT_ACTIONS = frozenset(FAULT_RECOVERY)
 RECOVERY_ACTIONS = frozenset(FAULT_RECOVERY.values())
 
@@ -222,12 +230,26 @@ _ACTION_REQUIRED: dict[str, frozenset[str]] = {
     "restart_controller": frozenset(),
     "stop_object_store": frozenset(),
     "start_object_store": frozenset(),
+    "isolate_broker": frozenset({"broker"}),
+    "heal_broker": frozenset({"broker"}),
+    "set_link_rate": frozenset({"rate"}),
 }
 _ACTION_OPTIONAL: dict[str, frozenset[str]] = {
     "add_broker_and_rebalance": frozenset({"broker"}),  # default: next free id
     "drain_broker": frozenset({"to"}),  # default: every other broker
+    "set_link_rate": frozenset({"broker", "node"}),  # exactly one of them
 }
-_ACTION_FIELDS = ("topic", "partition", "to", "broker", "partitions")
+_ACTION_FIELDS = ("topic", "partition", "to", "broker", "partitions", "node", "rate")
+
+
+def _tc_rate(value: Any) -> Any:
+    # Checked here so a bad rate is reported with the file and field before anything starts.
+    if value is not None:
+        rate_bits(value)  # ValueError naming the bad rate
+    return value
+
+
+TcRate = Annotated[str, BeforeValidator(_tc_rate)]
 
 
 class PartitionMove(_Model):
@@ -247,6 +269,8 @@ class Action(_Model):
     to: Optional[Annotated[list[BrokerId], Field(min_length=1)]] = None
     broker: Optional[BrokerId] = None
     partitions: Optional[Annotated[list[PartitionMove], Field(min_length=1)]] = None
+    node: Optional[Literal[LINK_NODES]] = None
+    rate: Optional[TcRate] = None
 
     @model_validator(mode="after")
     def _fields_match_kind(self) -> Action:
@@ -258,7 +282,17 @@ class Action(_Model):
                 raise _err(f, f"required for action kind {self.kind}")
             if f not in allowed and given:
                 raise _err(f, f"not used by action kind {self.kind}")
+        if self.kind == "set_link_rate" and (self.broker is None) == (self.node is None):
+            raise _err("broker", "set_link_rate: give either broker (a broker's link) or node "
+                                 f"({', '.join(LINK_NODES)}), not both or neither")
         return self
+
+    @property
+    def link_node(self) -> str | None:
+        """The launcher's name of the node whose link a network action changes."""
+        if self.kind not in NETWORK_ACTIONS:
+            return None
+        return self.node if self.node is not None else f"broker-{self.broker}"
 
     def moves(self) -> list[PartitionMove]:
         """Explicit partition moves of this action (reassign / move_set); empty otherwise."""
@@ -280,14 +314,6 @@ class Checks(_Model):
         return v
 
 
-def _tc_rate(value: Any) -> Any:
-    # Checked here so a bad rate is reported with the file and field before anything starts.
-    if value is not None:
-        rate_bits(value)  # ValueError naming the bad rate
-    return value
-
-
-TcRate = Annotated[str, BeforeValidator(_tc_rate)]
 
 
 class NetworkSection(_Model):
@@ -348,10 +374,17 @@ class Scenario(_Model):
                     raise _err(f"network.{f}", "needs network.link_rate (the links exist only with it)")
         if net.object_store_link_rate is not None and system.profile.object_store is None:
             raise _err("network.object_store_link_rate", f"system {system.kind!r} has no object store")
+        if system.replication_throttle_of_link is not None:
+            if net.link_rate is None:
+                raise _err("system.replication_throttle_of_link", "needs network.link_rate (a share of the link)")
+            if system.replication_throttle_bytes_per_s is not None:
+                raise _err("system.replication_throttle_of_link",
+                           "give the throttle either in bytes/s or as a share of the link, not both")
 
         exists = set(range(1, system.brokers + 1))
         dead: set[int] = set()
         paused: set[int] = set()
+        isolated: set[int] = set()
         controller_dead = store_stopped = False
         prev_at = 0.0
         added = self.added_broker_ids()
@@ -380,7 +413,14 @@ class Scenario(_Model):
             if a.at_s < prev_at:
                 raise _err(f"{p}.at_s", f"actions must be listed in time order ({a.at_s} < {prev_at})")
             prev_at = a.at_s
-            if a.kind == "reassign":
+            if a.kind in NETWORK_ACTIONS and net.link_rate is None:
+                raise _err(f"{p}.kind", f"{a.kind}: needs network.link_rate (it acts on the emulated links)")
+            if a.kind == "set_link_rate":
+                if a.node == "objstore" and system.profile.object_store is None:
+                    raise _err(f"{p}.node", f"system {system.kind!r} has no object store")
+                if a.broker is not None and a.broker not in exists:
+                    raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")
+            elif a.kind == "reassign":
                 check_move(p, a.topic, a.partition, a.to)
             elif a.kind == "move_set":
                 seen: set[tuple[str, int]] = set()
@@ -432,6 +472,14 @@ class Scenario(_Model):
                     if a.broker not in paused:
                         raise _err(f"{p}.broker", f"broker {a.broker} is not paused (pause it first)")
                     paused.discard(a.broker)
+                elif a.kind == "isolate_broker":
+                    if a.broker in isolated:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is already isolated")
+                    isolated.add(a.broker)
+                elif a.kind == "heal_broker":
+                    if a.broker not in isolated:
+                        raise _err(f"{p}.broker", f"broker {a.broker} is not isolated (isolate it first)")
+                    isolated.discard(a.broker)
                 elif a.kind == "drain_broker":
                     targets = a.to if a.to is not None else sorted(exists - {a.broker})
                     for b in targets:
@@ -454,6 +502,15 @@ class Scenario(_Model):
     @property
     def profile(self) -> SystemProfile:
         return self.system.profile
+
+    def settings(self) -> dict[str, Any]:
+        """The system section as the profile reads it, a throttle given as a share of the link
+        turned into bytes/s."""
+        s = self.system.model_dump()
+        share = s.pop("replication_throttle_of_link")
+        if share is not None:
+            s["replication_throttle_bytes_per_s"] = int(share * rate_bits(self.network.link_rate) / 8)
+        return s
 
     def added_broker_ids(self) -> dict[int, int]:
         """action index -> id of the broker that add_broker_and_rebalance action starts."""
@@ -793,7 +850,7 @@ def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
 
 
 __all__ = [
-    "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "MOVE_ACTIONS", "PartitionMove", "Prefill",
-    "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
+    "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "LINK_NODES", "MOVE_ACTIONS", "NETWORK_ACTIONS",
+    "PartitionMove", "Prefill", "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
     "builtin_scenarios", "expand", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
 ]

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka.admin import NewTopic
 
-from bench.history.names import EVENT_CLUSTER_STARTED, EVENT_LINK_SAMPLE
+from bench.history.names import EVENT_CLUSTER_STARTED, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE
 from bench.history.store import read_history
 from bench.run import network as net
 from bench.run.cluster import Cluster, ClusterError, clean
@@ -86,10 +86,21 @@ def test_replication_produce_is_capped_by_the_link(tmp_path):
         t0 = time.monotonic()
         produce_all(p, [("t", 0, None, value, None)] * n, flush_timeout=60)
         mb_s = n * len(value) / (time.monotonic() - t0) / 1e6
-        del p  # before stop: a live producer would keep reconnecting to the stopped brokers
         print(f"40 MiB over a 100mbit link: {mb_s:.2f} MB/s")
         # 100mbit is 12.5 MB/s of frames; headers take a few percent
         assert 8 <= mb_s <= 13.5, mb_s
+
+        # The leader's link shrunk at run time (set_link_rate): the same produce slows to it.
+        leader = md.topics["t"].partitions[0].leader
+        c.set_link_rate(f"broker-{leader}", "40mbit")
+        assert Cluster.load(d).network.rates[f"broker-{leader}"] == "40mbit"
+        n = 10 * 64  # 10 MiB
+        t0 = time.monotonic()
+        produce_all(p, [("t", 0, None, value, None)] * n, flush_timeout=60)
+        slow = n * len(value) / (time.monotonic() - t0) / 1e6
+        del p  # before stop: a live producer would keep reconnecting to the stopped brokers
+        print(f"10 MiB after set_link_rate 40mbit: {slow:.2f} MB/s")
+        assert slow <= 5.5, slow
     finally:
         c.stop()
     assert _leftovers(d) == []
@@ -199,3 +210,65 @@ def test_scenario_run_on_links(run_scenario):
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     ip_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert stem not in ns + ip_links
+
+
+def test_kill9_of_a_run_then_clean(tmp_path):
+    """kill -9 of `python -m bench run` mid-load leaves its cluster, its network and its load
+    process; `cluster clean --dir RUN_DIR` removes them all."""
+    spec = tmp_path / "killed.yaml"
+    spec.write_text(json.dumps({
+        "name": "killed", "system": {"kind": "replication", "brokers": 2},
+        "workload": {"topics": [{"name": "t", "partitions": 1}], "message_bytes": "1KiB",
+                     "produce_rate_msgs_per_s": 50, "duration_s": 120},
+        "network": {"link_rate": "100mbit"}}))
+    results = tmp_path / "results"
+    harness = subprocess.Popen([sys.executable, "-m", "bench", "run", str(spec), "--results", str(results),
+                                "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def load_running():
+            for pointer in results.rglob("cluster.path"):
+                run_dir = pointer.parent
+                if any("bench.run.load" in " ".join(_cmdline(pid)) for pid in find(str(run_dir))):
+                    return run_dir
+            return None
+        run_dir = wait_for(load_running, 120, "the run's load process")
+    finally:
+        harness.kill()
+        harness.wait(10)
+    cluster_dir = (run_dir / "cluster.path").read_text().strip()
+    assert _leftovers(cluster_dir) and find(str(run_dir)), "the killed run should have left its cluster and load"
+
+    r = _cli("clean", "--dir", str(run_dir), timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(cluster_dir) == []
+    assert find(str(run_dir)) == [] and find(cluster_dir) == [], "a process of the run outlived clean"
+    assert not os.path.exists(cluster_dir)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("system", ["replication", "shared"])
+def test_isolate_owner_keeps_acked_writes(run_scenario, system):
+    """The built-in faults/isolate-owner: hot-0's owner loses its link for 10 s under load
+    (replication factor 3 on the copy system). Every acked message survives, the outage is
+    measured, and the partition is led elsewhere while the owner is cut off."""
+    [(run_dir, s)] = run_scenario("faults/isolate-owner", [f"matrix.system.kind=[{system}]", "workload.duration_s=28",
+                                                          "actions.1.at_s=18"])
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, c["failed"], c["unknown"])
+    [o] = s["outages"]
+    assert o["kind"] == "isolate_broker" and o["broker"] == 1 and "hot-0" in o["partitions"]
+    assert o["unavailable_seconds"] is not None and o["unavailable_seconds"] > 0
+    t = read_history(run_dir / "history.parquet")
+    hot_leaders = [(ts, json.loads(d).get("leader")) for e, ts, d, tp in
+                   zip(t["event"].to_pylist(), t["ts"].to_pylist(), t["detail"].to_pylist(), t["topic"].to_pylist())
+                   if e == EVENT_LEADER_CHANGE and tp == "hot"]
+    cut_off = (o["start_ts"], o["start_ts"] + 8)  # isolate at 10 s, heal at 18 s
+    assert any(cut_off[0] < ts < cut_off[1] and leader not in (None, -1, 1) for ts, leader in hot_leaders), \
+        f"{run_dir}: hot-0 was not led by another broker while broker 1 was cut off: {hot_leaders}"

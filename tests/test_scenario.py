@@ -255,3 +255,56 @@ def test_added_broker_refused_on_links():
     err = error_of(minimal(network={"link_rate": "100mbit"},
                            actions=[{"at_s": 5, "kind": "add_broker_and_rebalance"}]))
     assert "x.yaml: actions.0.kind: add_broker_and_rebalance: not available with network.link_rate" in str(err)
+
+
+LINK = {"link_rate": "100mbit"}
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"actions": [{"at_s": 5, "kind": "isolate_broker", "broker": 1}]},
+     "actions.0.kind: isolate_broker: needs network.link_rate"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "heal_broker", "broker": 1}]},
+     "actions.0.broker: broker 1 is not isolated (isolate it first)"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "isolate_broker", "broker": 1},
+                                   {"at_s": 6, "kind": "isolate_broker", "broker": 1}]},
+     "actions.1.broker: broker 1 is already isolated"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "isolate_broker", "broker": 7}]},
+     "actions.0.broker: broker 7 does not exist"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "broker": 1}]},
+     "actions.0.rate: required for action kind set_link_rate"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "rate": "10mbit"}]},
+     "set_link_rate: give either broker"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "rate": "10mbit", "broker": 1,
+                                    "node": "client"}]},
+     "set_link_rate: give either broker"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "rate": "fast", "broker": 1}]},
+     "actions.0.rate: link rate 'fast' is not a tc rate"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "rate": "10mbit", "node": "objstore"}]},
+     "actions.0.node: system 'replication' has no object store"),
+    ({"network": LINK, "actions": [{"at_s": 5, "kind": "set_link_rate", "rate": "10mbit", "node": "switch"}]},
+     "actions.0.node"),
+    ({"system": {"kind": "replication", "brokers": 3, "replication_throttle_of_link": 0.5}},
+     "system.replication_throttle_of_link: needs network.link_rate"),
+    ({"network": LINK, "system": {"kind": "replication", "brokers": 3, "replication_throttle_of_link": 0.5,
+                                  "replication_throttle_bytes_per_s": "4MiB"}},
+     "either in bytes/s or as a share of the link, not both"),
+    ({"network": LINK, "system": {"kind": "replication", "brokers": 3, "replication_throttle_of_link": 1.5}},
+     "system.replication_throttle_of_link"),
+])
+def test_network_actions_rejected(changes, needle):
+    assert needle in str(error_of(minimal(**changes)))
+
+
+def test_network_actions_and_link_share_accepted():
+    sc = parse_scenario(minimal(
+        system={"kind": "replication", "brokers": 3, "replication_throttle_of_link": 0.5},
+        network={"link_rate": "100mbit"},
+        actions=[{"at_s": 5, "kind": "isolate_broker", "broker": 2},
+                 {"at_s": 6, "kind": "set_link_rate", "node": "client", "rate": "1gbit"},
+                 {"at_s": 7, "kind": "set_link_rate", "broker": 3, "rate": "20mbit"},
+                 {"at_s": 8, "kind": "heal_broker", "broker": 2}]), "x.yaml")
+    assert [a.link_node for a in sc.actions] == ["broker-2", "client", "broker-3", "broker-2"]
+    # half of 100mbit, in bytes/s: what the replication profile turns into Kafka's throttle
+    assert sc.settings()["replication_throttle_bytes_per_s"] == 6_250_000
+    assert "replication_throttle_of_link" not in sc.settings()
+    assert parse_scenario(minimal(), "x.yaml").settings()["replication_throttle_bytes_per_s"] is None

@@ -67,7 +67,8 @@ def add_parser(sub) -> None:
     cl.add_argument("action", choices=["start", "status", "stop", "clean"],
                     help="start a cluster in DIR; show its processes; stop them (safe to repeat); clean: stop "
                          "what is left of it and remove its network, even after kill -9 of the harness")
-    cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs")
+    cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs (clean: also "
+                                                 "a run directory of `bench run`)")
     cl.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help="the system under test")
     cl.add_argument("--brokers", type=int, default=3, help="number of brokers (default: 3)")
     cl.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker/controller setting")

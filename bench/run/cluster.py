@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from dataclasses import asdict
@@ -212,6 +213,28 @@ class Cluster:
         if not process.send_signal(self.brokers[bid].pid, self.dir, signal.SIGCONT):
             raise ClusterError(f"broker {bid} is not running (pid {self.brokers[bid].pid})")
 
+    def _link(self, name: str) -> Network:
+        if self.network is None:
+            raise ClusterError(f"{name} has no link of its own: the cluster runs without --link-rate")
+        return self.network
+
+    def isolate_broker(self, bid: int) -> None:
+        """Cut the broker's link (its process keeps running): no controller, peers, object store
+        or clients."""
+        self._link(f"broker-{bid}").set_up(f"broker-{bid}", False)
+
+    def heal_broker(self, bid: int) -> None:
+        self._link(f"broker-{bid}").set_up(f"broker-{bid}", True)
+
+    def set_link_rate(self, name: str, rate: str) -> None:
+        """Change the rate of one node's link (`broker-N`, `controller`, `objstore`, `client`)
+        while traffic flows."""
+        try:
+            self._link(name).set_rate(name, rate)
+        except NetworkError as e:
+            raise ClusterError(str(e)) from None
+        self.save()
+
     def kill_controller(self, sig: int = signal.SIGKILL) -> None:
         if process.send_signal(self.controller.pid, self.dir, sig) and sig == signal.SIGKILL:
             process.wait_gone(self.controller.pid, self.dir)
@@ -324,19 +347,38 @@ class Cluster:
         self.stop()
 
 
+RUN_POINTER = "cluster.path"  # in a run directory: the cluster directory the run works in
+
+
 def clean(directory: str, grace: float = 5.0) -> list[str]:
     """Remove what a cluster in `directory` left behind, even after kill -9 of the harness or
     without cluster.json: its processes (by the PIDs in cluster.json and those inside its
     namespaces or whose command line names the directory, each only while it still does), then
-    its network objects (by name). Safe to repeat. -> the network names removed."""
+    its network objects (by name). Safe to repeat. -> the network names removed.
+
+    `directory` may also be a run directory of `python -m bench run`: then the run's own
+    processes (the load) go too, and the cluster directory it names (RUN_POINTER) is cleaned
+    and, being the run's temporary copy, removed."""
     d = os.path.abspath(directory)
+    pointer = os.path.join(d, RUN_POINTER)
+    cluster_dir = None
+    if not os.path.exists(os.path.join(d, "cluster.json")) and os.path.isfile(pointer):
+        with open(pointer) as f:
+            cluster_dir = f.read().strip()
     # Processes a harness killed mid-start never recorded: read them before stop() removes the
     # namespaces that show them.
-    unrecorded = set(net.pids(d)) | set(process.find(d))
-    try:
-        Cluster.load(d).stop(grace)
-    except (ClusterError, NetworkError, OSError, ValueError, KeyError, TypeError):
-        pass  # no or unreadable cluster.json: nothing to stop by PID; the names still go below
-    for pid in sorted(unrecorded):
-        process.stop(pid, d, grace)
-    return net.clean(d)
+    unrecorded = {pid: d for pid in [*net.pids(d), *process.find(d)]}
+    if cluster_dir:
+        unrecorded.update({pid: cluster_dir for pid in [*net.pids(cluster_dir), *process.find(cluster_dir)]})
+    for target in filter(None, (d, cluster_dir)):
+        try:
+            Cluster.load(target).stop(grace)
+        except (ClusterError, NetworkError, OSError, ValueError, KeyError, TypeError):
+            pass  # no or unreadable cluster.json: nothing to stop by PID; the names still go below
+    for pid, marker in sorted(unrecorded.items()):
+        process.stop(pid, marker, grace)
+    removed = net.clean(d)
+    if cluster_dir:
+        removed += net.clean(cluster_dir)
+        shutil.rmtree(cluster_dir, ignore_errors=True)
+    return removed

@@ -258,6 +258,12 @@ class Network:
         self._shape(self.switch, self.veth(name) + "p", rate)
         self.rates[name] = rate
 
+    def set_up(self, name: str, up: bool) -> None:
+        """Plug (up) or pull (down) one node's cable at the switch: with the bridge-side end down
+        the node loses carrier and everything it sends or is sent is dropped, silently, as with
+        a cut cable; its process keeps running and its sockets stay open."""
+        self._in(self.switch, "ip", "link", "set", self.veth(name) + "p", "up" if up else "down")
+
     def check_route(self, address: str) -> None:
         """The root namespace's route to `address` must leave through this cluster's client link."""
         out = _run(["ip", "-o", "route", "get", address]).stdout

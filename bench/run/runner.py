@@ -67,7 +67,7 @@ from bench.history.names import (
 )
 from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
 from bench.run import observe
-from bench.run.cluster import Cluster
+from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.load import prefill, verify
 from bench.run.progress import Progress
 from bench.scenario import Scenario, _split_path, expand
@@ -92,13 +92,13 @@ class RunError(RuntimeError):
 
 def broker_config(sc: Scenario) -> dict[str, str]:
     """Kafka-named broker settings for the scenario's system section (the profile translates)."""
-    cfg = sc.profile.broker_settings(sc.system.model_dump())
+    cfg = sc.profile.broker_settings(sc.settings())
     cfg.update(sc.system.extra)
     return cfg
 
 
 def topic_configs(sc: Scenario) -> dict[str, str]:
-    return sc.profile.topic_configs(sc.system.model_dump())
+    return sc.profile.topic_configs(sc.settings())
 
 
 def placement(sc: Scenario) -> dict[str, dict[int, list[int]]]:
@@ -255,6 +255,8 @@ class Run:
         # The cluster works in a short temporary directory (unix socket paths are limited to ~107
         # bytes, and run directories can be deep); its logs and events are collected at the end.
         self.cluster_tmp = Path(tempfile.mkdtemp(prefix="rb-", dir=os.environ.get("BENCH_CLUSTER_TMP")))
+        # So `cluster clean --dir RUN_DIR` finds the cluster after a kill -9 of this process.
+        (self.dir / RUN_POINTER).write_text(str(self.cluster_tmp) + "\n")
         # With a link rate the nodes run in their own namespaces; everything the runner starts
         # (load, verifying consumer, admin clients, poller) stays here and reaches them through
         # the client link, via cluster.bootstrap.
@@ -464,6 +466,7 @@ class Run:
                 log.exception("collecting cluster logs/events")
         if self.cluster_tmp is not None and self.cluster_tmp.exists() and not self.keep_data:
             shutil.rmtree(self.cluster_tmp, ignore_errors=True)
+        (self.dir / RUN_POINTER).unlink(missing_ok=True)  # stopped and collected: nothing to clean
 
     def _collect_cluster(self) -> None:
         """Journals -> history; logs -> run_dir/logs; events.jsonl and cluster.json ->

@@ -2,7 +2,8 @@
 its ``at_s`` (seconds after the load started), recorded in the history as ``action_start`` /
 ``action_end`` events. Moves go through the Kafka admin API (AlterPartitionReassignments) as an
 operator's tool would; faults act on the cluster's processes by PID (kill -9 and restart of a
-broker or the controller, SIGSTOP / SIGCONT of a broker, stop / start of the object store).
+broker or the controller, SIGSTOP / SIGCONT of a broker, stop / start of the object store) or on
+its emulated network (a broker's link cut and restored; any link's rate changed).
 
 A new action kind = its name in ``bench/scenario.py`` (``ActionKind`` and its fields) and a
 handler in :data:`HANDLERS` here; a new fault also gets its recovery action in
@@ -70,6 +71,8 @@ _DO: dict[str, Callable[[Any, Action], None]] = {
     "restart_controller": lambda c, a: c.restart_controller(timeout=60),
     "stop_object_store": lambda c, a: c.stop_object_store(),
     "start_object_store": lambda c, a: c.start_object_store(timeout=60),
+    "isolate_broker": lambda c, a: c.isolate_broker(a.broker),
+    "heal_broker": lambda c, a: c.heal_broker(a.broker),
 }
 
 
@@ -98,6 +101,16 @@ def fault(run: Any, i: int, a: Action, t_zero: float) -> None:
     run.event(EVENT_ACTION_START, start)
     _DO[a.kind](run.cluster, a)
     _done(run, i, a, a.kind.replace("_", " ") + (f" {a.broker}" if a.broker is not None else ""), **who)
+
+
+def link_rate(run: Any, i: int, a: Action, t_zero: float) -> None:
+    """set_link_rate: one node's link changes rate while traffic flows (the link_sample events
+    carry the rate in force at each sample)."""
+    node = a.link_node
+    old = run.cluster.network.rates.get(node)
+    run.event(EVENT_ACTION_START, {**_base(i, a), "node": node, "rate": a.rate, "previous_rate": old})
+    run.cluster.set_link_rate(node, a.rate)
+    _done(run, i, a, f"{node} link {old} -> {a.rate}", node=node, rate=a.rate)
 
 
 # -- moves -------------------------------------------------------------------------------------
@@ -186,4 +199,5 @@ HANDLERS: dict[str, Callable[[Any, int, Action, float], None]] = {
     "add_broker_and_rebalance": move,
     "drain_broker": move,
     **{kind: fault for kind in _DO},
+    "set_link_rate": link_rate,
 }
