@@ -318,7 +318,8 @@ class Checks(_Model):
 
 class NetworkSection(_Model):
     """Emulated links (bench/run/network.py): with a link rate every node runs in its own
-    network namespace on a link shaped to that rate; the other two default to it."""
+    network namespace on a link shaped to that rate; the other two default to it. The object
+    store's link exists only for a system that has one (one scenario serves both systems)."""
     link_rate: Optional[TcRate] = None
     object_store_link_rate: Optional[TcRate] = None
     client_link_rate: Optional[TcRate] = None
@@ -372,8 +373,6 @@ class Scenario(_Model):
             for f in ("object_store_link_rate", "client_link_rate"):
                 if getattr(net, f) is not None:
                     raise _err(f"network.{f}", "needs network.link_rate (the links exist only with it)")
-        if net.object_store_link_rate is not None and system.profile.object_store is None:
-            raise _err("network.object_store_link_rate", f"system {system.kind!r} has no object store")
         if system.replication_throttle_of_link is not None:
             if net.link_rate is None:
                 raise _err("system.replication_throttle_of_link", "needs network.link_rate (a share of the link)")
@@ -431,9 +430,6 @@ class Scenario(_Model):
                     seen.add((m.topic, m.partition))
             elif a.kind == "add_broker_and_rebalance":
                 new = added[i]
-                if net.link_rate is not None:  # the cluster's network is built once, at start
-                    raise _err(f"{p}.kind", "add_broker_and_rebalance: not available with network.link_rate "
-                                            "(a broker's link is made when the cluster starts)")
                 if new in exists:
                     raise _err(f"{p}.broker", f"broker {new} already exists")
                 exists.add(new)

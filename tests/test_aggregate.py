@@ -11,13 +11,16 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, fmt_num, spark_session
+from bench.analysis.aggregate import (
+    NO_LINKS, TABLES, AggregateError, aggregate, discover_runs, fmt_num, spark_session,
+)
 from bench.check import check_all
 from bench.check.summary import build_summary, dumps
 from bench.history.names import (
     EVENT_ACTION_END,
     EVENT_ACTION_START,
     EVENT_LEADER_CHANGE,
+    EVENT_LINK_SAMPLE,
     EVENT_RUN_START,
     SOURCE_CLIENT,
 )
@@ -220,3 +223,94 @@ def test_fault_outages_equal_the_summary(spark, fault_results, tmp_path):
     md = (agg.out_dir / "summary.md").read_text()
     assert "## Fault outages" in md and "| copy | replication | kill_broker | 1 | hot-0 | 15.3 | restart broker | 15 |" in md
     assert f"| shared | shared | kill_broker | 1 | hot-0 | {fmt_num(fo['unavailable_seconds'])} | failover to 2 | 3 |" in md
+
+
+# --- links: link_sample events, per-move link fill --------------------------------------------
+
+RATE_BITS = 80_000_000  # 10 MB/s
+
+
+def _sample(k):
+    """The link_sample at T0 + k s: broker-1 sends k MB/s; broker-2 3 MB/s until 14 s, then 9 MB/s."""
+    return {"broker-1": {"tx_bytes_per_s": k * 1e6, "rx_bytes_per_s": 1000.0, "rate_bits": RATE_BITS},
+            "broker-2": {"tx_bytes_per_s": 3e6 if k <= 14 else 9e6, "rx_bytes_per_s": 0.0, "rate_bits": RATE_BITS},
+            "broker-3": {"tx_bytes_per_s": 500.0, "rx_bytes_per_s": 2e6, "rate_bits": RATE_BITS},
+            "controller": {"tx_bytes_per_s": 10.0, "rx_bytes_per_s": 10.0, "rate_bits": RATE_BITS},
+            "objstore": {"tx_bytes_per_s": 0.0, "rx_bytes_per_s": 5e6, "rate_bits": 2 * RATE_BITS}}
+
+
+@pytest.fixture(scope="module")
+def link_results(tmp_path_factory):
+    """One run on links: hot-0 moves 1 -> 3 at 5 s (its new leader seen at 8.2 s: move_seconds
+    3.205); hot-1 is asked to move 2 -> 1 at 12 s and never does (action end 14.5 s)."""
+    root = tmp_path_factory.mktemp("links")
+    summary = _fault_run(root / "links", "shared", {}, [
+        (5, EVENT_ACTION_START, {**_act(0, "reassign"), "partitions": [
+            {"topic": "hot", "partition": 0, "from": [1], "to": [3]}]}),
+        (8.2, EVENT_LEADER_CHANGE, {"topic": "hot", "partition": 0, "leader": 3, "source": SOURCE_CLIENT,
+                                    "action_id": 0}),
+        (8.3, EVENT_ACTION_END, _act(0, "reassign")),
+        (12, EVENT_ACTION_START, {**_act(1, "reassign"), "partitions": [
+            {"topic": "hot", "partition": 1, "from": [2], "to": [1]}]}),
+        (14.5, EVENT_ACTION_END, {**_act(1, "reassign"), "ok": False}),
+        *[(k, EVENT_LINK_SAMPLE, _sample(k)) for k in range(1, 20)],
+    ])
+    return root, summary
+
+
+def test_move_link_fill_weighs_the_samples_overlapping_the_move(link_results):
+    _, s = link_results
+    m0, m1 = s["moves"]
+    assert m0["move_seconds"] == pytest.approx(3.205, abs=1e-6)
+    fill = m0["links"]
+    # Window [5, 8.205]: samples 6, 7, 8 whole and 0.205 s of sample 9 (sample 5 covers [4, 5]).
+    assert fill["samples"] == 4 and fill["to_ts"] - fill["from_ts"] == pytest.approx(3.205, abs=1e-6)
+    assert {n: x["role"] for n, x in fill["nodes"].items()} == {"broker-1": "source", "broker-3": "target",
+                                                                "objstore": "objstore"}
+    src = fill["nodes"]["broker-1"]["tx"]
+    mean = (6 + 7 + 8 + 9 * 0.205) / 3.205 * 1e6
+    assert src["mean_bytes_per_s"] == pytest.approx(mean, abs=0.1)
+    assert src["mean_utilisation"] == pytest.approx(mean * 8 / RATE_BITS, abs=1e-4)
+    assert src["peak_bytes_per_s"] == 9e6 and src["peak_utilisation"] == pytest.approx(0.9)
+    assert fill["nodes"]["broker-3"]["rx"]["mean_utilisation"] == pytest.approx(0.2)
+    assert fill["nodes"]["objstore"]["rx"]["mean_utilisation"] == pytest.approx(0.25)  # on its own, faster link
+    # No move_seconds (never moved): until the action's end, [12, 14.5] = samples 13, 14 and half of 15.
+    assert m1["move_seconds"] is None and m1["links"]["samples"] == 3
+    assert m1["links"]["to_ts"] - m1["links"]["from_ts"] == pytest.approx(2.5, abs=1e-6)
+    assert m1["links"]["nodes"]["broker-2"]["role"] == "source" and m1["links"]["nodes"]["broker-1"]["role"] == "target"
+    assert m1["links"]["nodes"]["broker-2"]["tx"]["mean_bytes_per_s"] == pytest.approx((3 + 3 + 9 * 0.5) / 2.5 * 1e6,
+                                                                                       abs=0.1)
+    # The run-wide block: every sample equally.
+    assert s["links"]["broker-1"]["tx"]["mean_bytes_per_s"] == pytest.approx(10e6)
+
+
+def test_link_tables_agree_with_the_summary(spark, link_results, tmp_path):
+    root, s = link_results
+    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    links = agg.tables["links"]
+    assert len(links) == 19 * 5
+    load_start = next(r["load_start"] for r in agg.tables["runs"])
+    b1 = sorted((x for x in links if x["node"] == "broker-1"), key=lambda x: x["ts"])
+    assert [x["tx_bytes_per_s"] for x in b1] == [k * 1e6 for k in range(1, 20)]
+    assert all(x["t_rel_s"] == pytest.approx(x["ts"] - load_start) for x in links)
+    assert b1[0]["t_rel_s"] == pytest.approx(1.0) and b1[0]["rate_bits"] == RATE_BITS
+    rows = {(x["action_id"], x["node"]): x for x in agg.tables["move_links"]}
+    assert set(rows) == {("0", "broker-1"), ("0", "broker-3"), ("0", "objstore"),
+                         ("1", "broker-2"), ("1", "broker-1"), ("1", "objstore")}
+    for m in s["moves"]:
+        for node, want in m["links"]["nodes"].items():
+            got = rows[(str(m["action_id"]), node)]
+            assert got["role"] == want["role"] and got["samples"] == m["links"]["samples"]
+            assert got["from_ts"] == pytest.approx(m["links"]["from_ts"]) and got["to_ts"] == pytest.approx(m["links"]["to_ts"])
+            for way in ("tx", "rx"):
+                for k, x in want[way].items():
+                    assert got[f"{way}_{k}"] == pytest.approx(x), (m["action_id"], node, way, k)
+    md = (agg.out_dir / "summary.md").read_text()
+    section = md.split("## Link fill during moves", 1)[1].split("\n## ", 1)[0]
+    assert "| shared | links | 10 kB | 3.21 | broker-1 71% (90%) | broker-3 20% (20%) | 25% (25%), 0% (0%) |" in section
+    assert "| shared | links | 24 kB | – | broker-2 42% (90%) | broker-1 0% (0%) | 25% (25%), 0% (0%) |" in section
+
+
+def test_runs_without_links_have_no_link_rows(agg):
+    assert agg.tables["links"] == [] and agg.tables["move_links"] == []
+    assert NO_LINKS in (agg.out_dir / "summary.md").read_text()

@@ -127,6 +127,13 @@ def test_shared_object_store_in_its_namespace(tmp_path):
         got = consume_all(c.bootstrap, {("s", 0): 500})[("s", 0)]
         del p
         assert [m[1] for m in got] == [str(i).encode() for i in range(500)]
+
+        # A broker added at run time (scale-out) gets its own namespace and a broker's link.
+        c.set_link_rate("broker-1", "50mbit")
+        b3 = c.start_broker(3, timeout=60)
+        node = Cluster.load(d).network.to_dict()["nodes"]["broker-3"]
+        assert (node["address"], node["link_rate"]) == (b3.host, "200mbit") and _in_range(b3.host)
+        assert _in_namespace(b3.pid, node["namespace"])
     finally:
         c.stop()
     assert _leftovers(d) == []

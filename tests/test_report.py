@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bench.analysis.aggregate import TABLES, fit_models, write_table
+from bench.analysis.aggregate import NO_LINKS, TABLES, fit_models, write_table
 from bench.analysis.report import ReportError, build_report
 
 MiB = 2**20
@@ -21,7 +21,7 @@ def _tables():
         secs = 0.5 + size / (0.9 * 4 * MiB) if system == "replication" else 0.7
         runs.append({"run_key": key, "system": system, "config_key": key, "synthetic": True, "valid": "true",
                      "lost_writes": "true", "duplicates": "true", "reordering": "true", "unexpected": "true",
-                     "timeline_t0": 100.0, "timeline_bin_s": 0.5})
+                     "timeline_t0": 100.0, "timeline_bin_s": 0.5, "load_start": 90.0})
         moves.append({"run_key": key, "system": system, "config_key": key, "action_id": "0", "action": "reassign",
                       "topic": "hot", "partition": 0, "request_ts": 100.0, "first_ack_ts": 100.0 + secs,
                       "move_seconds": secs, "unavailable_seconds": 0.4, "partition_bytes": size,
@@ -57,11 +57,48 @@ def _tables():
                         "start_ts": 100.0, "partitions": "hot-0", "unavailable_seconds": secs,
                         "worst_partition": "hot-0", "recovered_by": by, "new_leader": leader,
                         "recovery_seconds": rec, "first_ack_seconds": secs - 1})
+    links, move_links = _links(moves)
     t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
-         "configs": configs, "outages": outages}
+         "configs": configs, "outages": outages, "links": links, "move_links": move_links}
     _, model_tables = fit_models(moves)
     t.update(model_tables)
     return t
+
+
+LINK_RUNS = ("replication-4194304", "replication-67108864", "shared-67108864")  # run on links
+RATE_BITS = 100_000_000
+
+
+def _links(moves):
+    """Link samples (40 s from the load start, 10 s before the move) and the move's link fill for
+    the runs on links: broker-1 is the source, broker-3 the target (broker-2 a second target that
+    received less); the shared run has an object store."""
+    links, move_links = [], []
+    for m in moves:
+        if not m["run_key"].endswith(LINK_RUNS):
+            continue
+        nodes = ["controller", "broker-1", "broker-2", "broker-3"] + (["objstore"] if m["system"] == "shared" else [])
+        for k in range(1, 41):
+            moving = 10 < k <= 10 + m["move_seconds"]
+            for n in nodes:
+                busy = moving and n in ("broker-1", "broker-3")
+                links.append({"run_key": m["run_key"], "system": m["system"], "ts": 90.0 + k, "t_rel_s": float(k),
+                              "node": n, "tx_bytes_per_s": 11e6 if busy and n == "broker-1" else 1e5,
+                              "rx_bytes_per_s": 11e6 if busy and n == "broker-3" else 6e5, "rate_bits": RATE_BITS})
+        fill = {"broker-1": ("source", 0.5, 0.8, 0.01, 0.02), "broker-2": ("target", 0.01, 0.02, 0.3, 0.4),
+                "broker-3": ("target", 0.01, 0.02, 0.6, 0.7), "objstore": ("objstore", 0.05, 0.06, 0.35, 0.45)}
+        for n, (role, tx, txp, rx, rxp) in fill.items():
+            if n in nodes:
+                move_links.append({**{k: m[k] for k in ("run_key", "system", "config_key", "action_id", "topic",
+                                                        "partition", "partition_bytes", "move_seconds")},
+                                   "from_ts": m["request_ts"], "to_ts": m["request_ts"] + m["move_seconds"],
+                                   "samples": 3, "node": n, "role": role, "tx_mean_utilisation": tx,
+                                   "tx_peak_utilisation": txp, "rx_mean_utilisation": rx, "rx_peak_utilisation": rxp})
+    return links, move_links
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 def test_report_is_self_contained_and_names_its_runs(tmp_path):
@@ -73,14 +110,14 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     html = out["html"].read_text()
     md = out["markdown"].read_text()
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
-    assert len(imgs) == 6 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
+    assert len(imgs) == 7 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
     assert "src='figures" not in html and "SYNTHETIC" in html
-    for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "unavailable_seconds", "move_phases",
-                 "projection"):
+    for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "links", "unavailable_seconds",
+                 "move_phases", "projection"):
         assert (out["figures"] / f"{name}.png").stat().st_size > 5000
         assert f"figures/{name}.png" in md
     captions = re.findall(r"^\*(.+)\*$", md, re.M)
-    assert len(captions) == 6 and all("run(s)" in c for c in captions)
+    assert len(captions) == 7 and all("run(s)" in c for c in captions)
     assert "8.2 TB" in md and "Held-out" in md and "Safety verdicts" in md
     # Labels come from the profiles; a system without one keeps its name.
     assert "**replication copy (Kafka)**: 3 measured move(s)" in md
@@ -106,6 +143,49 @@ def test_fault_outages_until_recovery(tmp_path):
     # The unavailability figure draws the fault outages too (whole, not cut 5 s after the fault).
     cap = next(c for c in re.findall(r"^\*(.+)\*$", md, re.M) if "first ack after recovery" in c)
     assert all(f"`bl/{k}`" in cap for k in ("replication-a", "replication-b", "shared"))
+
+
+def _report(tmp_path, tables):
+    agg = tmp_path / "agg"
+    agg.mkdir()
+    for name in TABLES:
+        write_table(name, tables.get(name, []), agg)
+    return build_report(agg, tmp_path / "rep")
+
+
+def test_nic_over_time_and_link_fill(tmp_path):
+    out = _report(tmp_path, _tables())
+    md, html = out["markdown"].read_text(), out["html"].read_text()
+    # One run per system on links, the one with its largest move: 64 MiB, never the 4 MiB copy.
+    section = md.split("## NIC over time", 1)[1].split("\n## ", 1)[0]
+    cap = re.search(r"^\*(.+)\*$", section, re.M).group(1)
+    assert "2 run(s): `hand/t/` + `replication-67108864`, `shared-67108864`" in cap and "4194304" not in cap
+    # Two columns (systems) of four rows (brokers 1-3 and the object store; not the controller).
+    w, h = _png_size((out["figures"] / "links.png").read_bytes())
+    assert w > 1200 and h > 700
+    assert "<h2>NIC over time</h2>" in html
+    rows = [r for r in md.split("## Link fill during moves", 1)[1].split("\n## ", 1)[0].splitlines()
+            if r.startswith("| ") and "hand/" in r]
+    assert rows == [  # registry order; the busier of two targets; the copy system has no object store
+        ("| replication copy (Kafka) | hand/t/replication-4194304 | 4 MiB | 1.61 | broker-1 50% (80%) "
+         "| broker-3 60% (70%) | – |"),
+        ("| replication copy (Kafka) | hand/t/replication-67108864 | 64 MiB | 18.3 | broker-1 50% (80%) "
+         "| broker-3 60% (70%) | – |"),
+        ("| shared storage (AutoMQ-style) | hand/t/shared-67108864 | 64 MiB | 0.7 | broker-1 50% (80%) "
+         "| broker-3 60% (70%) | 35% (45%), 5% (6%) |")]
+    assert "<h2>Link fill during moves</h2>" in html and "<td class=''>35% (45%), 5% (6%)</td>" in html
+
+
+def test_no_runs_on_links_says_so(tmp_path):
+    t = {**_tables(), "links": [], "move_links": []}
+    out = _report(tmp_path, t)
+    md, html = out["markdown"].read_text(), out["html"].read_text()
+    nic = md.split("## NIC over time", 1)[1].split("\n## ", 1)[0]
+    fill = md.split("## Link fill during moves", 1)[1].split("\n## ", 1)[0]
+    assert [x for x in nic.splitlines() if x.startswith("*")] == [f"*{NO_LINKS}*"]
+    assert [x for x in fill.splitlines() if x.strip()] == [NO_LINKS]
+    assert _png_size((out["figures"] / "links.png").read_bytes())[1] < 300  # one line, not an empty grid
+    assert html.count(NO_LINKS) == 2
 
 
 def test_missing_aggregate_is_a_clear_error(tmp_path):

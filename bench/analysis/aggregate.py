@@ -36,9 +36,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
-from bench.check.moves import check_bytes_moved, fault_recoveries, move_markers, outage_of
+from bench.check.moves import (
+    LINK_WAYS, check_bytes_moved, fault_recoveries, move_link_fill, move_markers, outage_of,
+)
 from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
-from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
+from bench.history.names import EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes
@@ -105,6 +107,19 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("action_id", STR), ("action", STR), ("broker", I64), ("start_ts", F64), ("partitions", STR),
         ("unavailable_seconds", F64), ("worst_partition", STR), ("recovered_by", STR), ("new_leader", I64),
         ("recovery_seconds", F64), ("first_ack_seconds", F64), ("summary_unavailable_seconds", F64),
+    ],
+    # Emulated links (runs on links only): every link_sample, per node (tx = sent by the node).
+    "links": [("run_key", STR), ("system", STR), ("ts", F64), ("t_rel_s", F64), ("node", STR),
+              ("tx_bytes_per_s", F64), ("rx_bytes_per_s", F64), ("rate_bits", F64)],
+    # Per move and node of its links, as summary.json's moves[].links
+    # (bench.check.moves.move_link_fill), with this table's move_seconds.
+    "move_links": [
+        ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("topic", STR),
+        ("partition", I64), ("partition_bytes", F64), ("move_seconds", F64), ("from_ts", F64), ("to_ts", F64),
+        ("samples", I64), ("node", STR), ("role", STR),
+        ("tx_mean_utilisation", F64), ("tx_peak_utilisation", F64), ("tx_mean_bytes_per_s", F64),
+        ("tx_peak_bytes_per_s", F64), ("rx_mean_utilisation", F64), ("rx_peak_utilisation", F64),
+        ("rx_mean_bytes_per_s", F64), ("rx_peak_bytes_per_s", F64),
     ],
     "errors": [("run_key", STR), ("system", STR), ("outcome", STR), ("error", STR), ("count", I64)],
     "phases": [("run_key", STR), ("system", STR), ("action_id", STR), ("phase", STR),
@@ -601,7 +616,8 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     moves = _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action)
     run_rows = _run_rows(runs, moves, gaps, run_gaps)
     return {"runs": run_rows, "moves": moves, "outages": _outage_rows(faults, per_tp), "latency": latency_rows,
-            "errors": errors, "phases": phases_rows, "timeline": timeline_rows}
+            "errors": errors, "phases": phases_rows, "timeline": timeline_rows, "links": _link_rows(runs),
+            "move_links": _move_link_rows(runs, moves)}
 
 
 def _named_fault(a: Any, r: Run) -> Any:
@@ -922,6 +938,41 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
     return rows
 
 
+def _link_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """Every link_sample of every run, one row per node; t_rel_s from the run's load start."""
+    rows = []
+    for r in runs:
+        ls = float(r.stats["load_start"])
+        for e in sorted(r.view.events_named(EVENT_LINK_SAMPLE), key=lambda e: e.ts):
+            for node, d in sorted(e.detail.items()):
+                if isinstance(d, dict):
+                    rows.append({"run_key": r.run_key, "system": r.system, "ts": e.ts, "t_rel_s": e.ts - ls,
+                                 "node": node, "tx_bytes_per_s": d.get("tx_bytes_per_s"),
+                                 "rx_bytes_per_s": d.get("rx_bytes_per_s"), "rate_bits": d.get("rate_bits")})
+    return rows
+
+
+def _move_link_rows(runs: list[Run], moves: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per move (a row of the moves table) and node: :func:`move_link_fill` over the move's window."""
+    by_key = {r.run_key: r for r in runs}
+    acts = {r.run_key: {str(a.action_id): a for a in r.view.actions} for r in runs}
+    rows = []
+    for m in moves:
+        r = by_key[m["run_key"]]
+        fill = move_link_fill(r.view, acts[r.run_key][m["action_id"]], (m["topic"], m["partition"]),
+                              m["move_seconds"])
+        if fill is None:
+            continue
+        for node, x in fill["nodes"].items():
+            rows.append({**{k: m[k] for k in ("run_key", "system", "config_key", "action_id", "topic", "partition",
+                                               "partition_bytes", "move_seconds")},
+                         "from_ts": fill["from_ts"], "to_ts": fill["to_ts"], "samples": fill["samples"],
+                         "node": node, "role": x["role"],
+                         **{f"{way}_{k}": x.get(way, {}).get(k) for way in LINK_WAYS
+                            for k in ("mean_utilisation", "peak_utilisation", "mean_bytes_per_s", "peak_bytes_per_s")}})
+    return rows
+
+
 def _verdict(v: Any) -> str | None:
     if v is True:
         return "true"
@@ -1107,6 +1158,42 @@ def recovery_label(o: dict[str, Any]) -> str:
     return str(by).replace("_", " ")
 
 
+LINK_FILL_HEAD = ["system", "run", "partition", "move s", "source tx", "target rx", "object store rx, tx"]
+LINK_FILL_NOTE = ("How full each link was during a move, as a share of the link's rate: mean (peak) of the "
+                  "once-a-second link samples overlapping [request, request + move_seconds] (no move_seconds: "
+                  "until the action's end), each weighted by its seconds inside. For several source or target "
+                  "brokers, the busiest. tx = sent by the node, rx = received.")
+NO_LINKS = "No run on emulated links (no link_sample events): nothing to show."
+
+
+def _fill(x: dict[str, Any] | None, way: str) -> str:
+    if x is None or x.get(f"{way}_mean_utilisation") is None:
+        return MISSING
+    return f"{x[f'{way}_mean_utilisation']:.0%} ({x[f'{way}_peak_utilisation']:.0%})"
+
+
+def _busiest(xs: list[dict[str, Any]], role: str, way: str) -> dict[str, Any] | None:
+    return max((x for x in xs if x["role"] == role and x[f"{way}_mean_utilisation"] is not None),
+               key=lambda x: x[f"{way}_mean_utilisation"], default=None)
+
+
+def link_fill_rows(move_links: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    """One row per move for the "link fill during moves" table (summary.md and the report), from
+    the move_links table, in its order; ``label`` names a system."""
+    per: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for x in move_links:
+        per[(x["run_key"], x["from_ts"], x["action_id"], x["topic"], x["partition"])].append(x)
+    rows = []
+    for (run_key, *_), xs in per.items():
+        src, dst, obj = _busiest(xs, "source", "tx"), _busiest(xs, "target", "rx"), _busiest(xs, "objstore", "rx")
+        x0 = xs[0]
+        rows.append([label(x0["system"]), run_key, format_bytes(x0["partition_bytes"]), fmt_num(x0["move_seconds"]),
+                     f"{src['node']} {_fill(src, 'tx')}" if src else MISSING,
+                     f"{dst['node']} {_fill(dst, 'rx')}" if dst else MISSING,
+                     f"{_fill(obj, 'rx')}, {_fill(obj, 'tx')}" if obj else MISSING])
+    return rows
+
+
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
@@ -1198,6 +1285,8 @@ def summary_markdown(res: AggregateResult) -> str:
                       [[o["run_key"], o["system"], o["action"], MISSING if o["broker"] is None else o["broker"],
                         o["partitions"], fmt_num(o["unavailable_seconds"]), recovery_label(o),
                         fmt_num(o["recovery_seconds"])] for o in t["outages"]]), ""]
+    lines += ["## Link fill during moves", "", LINK_FILL_NOTE, "",
+              md_table(LINK_FILL_HEAD, link_fill_rows(t["move_links"])) if t["move_links"] else NO_LINKS, ""]
     lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
     lines += ["", "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())]
     return "\n".join(lines) + "\n"
@@ -1205,5 +1294,5 @@ def summary_markdown(res: AggregateResult) -> str:
 
 __all__ = [
     "DEFAULT_OUT", "TABLES", "AggregateError", "aggregate", "config_table", "discover_runs", "fit_models",
-    "fmt_num", "md_table", "model_markdown", "move_points", "recovery_label", "spark_session", "summary_markdown",
+    "fmt_num", "link_fill_rows", "md_table", "model_markdown", "move_points", "recovery_label", "spark_session", "summary_markdown",
 ]

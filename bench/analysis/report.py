@@ -24,7 +24,9 @@ import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
-from bench.analysis.aggregate import TABLES, fmt_num, md_table, model_markdown, recovery_label
+from bench.analysis.aggregate import (
+    LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, TABLES, fmt_num, link_fill_rows, md_table, model_markdown, recovery_label,
+)
 from bench.units import MISSING, format_bytes
 from systems.registry import PROFILES
 
@@ -262,11 +264,13 @@ def fig_bytes_moved(t) -> Figure:
     return Figure("bytes_moved", "Bytes moved per move", _png(fig), cap, runs)
 
 
-def _pick_timeline_runs(t) -> list[dict[str, Any]]:
-    """One run per system: the one with the largest moved partition (the most telling)."""
+def _pick_timeline_runs(t, keys: set[str] | None = None) -> list[dict[str, Any]]:
+    """One run per system (among ``keys``, if given): the one with the largest moved partition
+    (the most telling)."""
     out = []
     for system in _systems(t["moves"]):
-        ms = [m for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
+        ms = [m for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None
+              and (keys is None or m["run_key"] in keys)]
         if not ms:
             continue
         best = max(ms, key=lambda m: (m["partition_bytes"] or 0, m["run_key"]))
@@ -317,6 +321,115 @@ def fig_timeline(t) -> Figure:
     cap = ("Shaded: from the move request to the first ack served by the new owner. Latency quantiles per "
            "time bin from raw samples. From " + _short_runs(runs) + ".")
     return Figure("produce_timeline", "Produce latency and ack rate across a move", _png(fig), cap, runs)
+
+
+NIC_COLORS = {"tx": "#e67e22", "rx": "#2e86c1"}
+NIC_LABELS = {"tx": "sent (tx)", "rx": "received (rx)"}
+MOVE_SHADE = "#f4d03f"
+
+
+def _pick_link_runs(t) -> list[dict[str, Any]]:
+    """One run on emulated links per system: picked as fig_timeline picks, else (no measured move
+    on links) its first run on links."""
+    keys = {x["run_key"] for x in t["links"]}
+    picked = {p["run"]["system"]: p["run"] for p in _pick_timeline_runs(t, keys)}
+    runs = [r for r in t["runs"] if r["run_key"] in keys]
+    return [picked.get(s) or min((r for r in runs if r["system"] == s), key=lambda r: r["run_key"])
+            for s in _systems(runs)]
+
+
+def _nic_node(node: str) -> tuple[int, int] | None:
+    """Sort key of a link the figure draws (brokers by id, then the object store), else None."""
+    if node.startswith("broker-") and node[7:].isdigit():
+        return (0, int(node[7:]))
+    return (1, 0) if node == "objstore" else None
+
+
+def _few(tps: set[str]) -> str:
+    """Partitions for a label: named if one or two, else counted."""
+    return ", ".join(sorted(tps)) if len(tps) <= 2 else f"{len(tps)} partitions"
+
+
+def _what_moved(ms: list[dict[str, Any]]) -> str:
+    return "move " + _few({f"{m['topic']}-{m['partition']}" for m in ms})
+
+
+def fig_links(t) -> Figure:
+    plt = _plt()
+    title = "NIC over time"
+    picks = _pick_link_runs(t)
+    if not picks:
+        return Figure("links", title, _png(_empty(plt, NO_LINKS)), NO_LINKS, [])
+    keys = {r["run_key"] for r in picks}
+    series: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for x in t["links"]:
+        if x["run_key"] in keys and _nic_node(x["node"]) is not None:
+            series[(x["run_key"], x["node"])].append(x)
+    nodes = sorted({n for _, n in series}, key=_nic_node)
+    if not nodes:
+        return Figure("links", title, _png(_empty(plt, NO_LINKS)), NO_LINKS, [])
+    fig, axes = plt.subplots(len(nodes), len(picks), figsize=(6.5 * len(picks), 1.9 * len(nodes) + 1.2),
+                             sharex="col", squeeze=False)
+    from matplotlib.patches import Patch
+
+    for col, run in enumerate(picks):
+        rk = run["run_key"]
+        ml = [m for m in t["move_links"] if m["run_key"] == rk]
+        # One shaded span per move action (its partitions' windows together), each node's roles.
+        spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        roles: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for m in ml:
+            spans[m["action_id"]].append(m)
+            if m["role"] != "objstore":
+                roles[m["node"]][m["role"]].add(f"{m['topic']}-{m['partition']}")
+        windows = sorted((min(m["from_ts"] for m in ms), max(m["to_ts"] for m in ms), _what_moved(ms))
+                         for ms in spans.values())
+        rows = {n: sorted(series[(rk, n)], key=lambda x: x["ts"]) for n in nodes}
+        top = max([max(x["tx_bytes_per_s"] or 0, x["rx_bytes_per_s"] or 0, (x["rate_bits"] or 0) / 8)
+                   for xs in rows.values() for x in xs] + [1.0]) * 1.15
+        for i, node in enumerate(nodes):
+            ax, xs = axes[i][col], rows[node]
+            if not xs:
+                ax.text(0.5, 0.5, "no link in this run", transform=ax.transAxes, ha="center", va="center")
+            else:
+                # A sample holds over the second before it: steps that end at the sample.
+                ts = [x["t_rel_s"] for x in xs]
+                for way in ("tx", "rx"):
+                    ax.step(ts, [x[f"{way}_bytes_per_s"] for x in xs], where="pre", color=NIC_COLORS[way], lw=1.2,
+                            label=NIC_LABELS[way])
+                ax.step(ts, [(x["rate_bits"] or 0) / 8 for x in xs], where="pre", color="black", ls="--", lw=1,
+                        label="link rate")
+            for lo, hi, what in windows:
+                ax.axvspan(lo - run["load_start"], hi - run["load_start"], color=MOVE_SHADE, alpha=0.35)
+                if i == 0:
+                    ax.text((lo + hi) / 2 - run["load_start"], top, what, ha="center", va="bottom", fontsize=7)
+            ax.set_ylim(0, top)
+            _byte_ticks(ax.yaxis, 0, top, log=False)
+            ax.yaxis.set_major_formatter(_fmt_obj(lambda v, _p: f"{format_bytes(v)}/s"))
+            ax.set_ylabel("\n".join([node] + [f"{role} of {_few(tps)}" for role, tps in sorted(roles[node].items())]),
+                          fontsize=8)
+        name = rk.split("/")[-1]
+        name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
+        biggest = max((m["partition_bytes"] or 0 for m in ml), default=0)
+        axes[0][col].set_title(f"{_label(run['system'])}\n" + (f"partition {format_bytes(biggest)}, " if ml else "")
+                               + f"run {name}", fontsize=9, pad=14)
+        axes[-1][col].set_xlabel("time since load start (s)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes.flat:  # the first panel may have no link
+        h, lb = ax.get_legend_handles_labels()
+        if len(h) > len(handles):
+            handles, labels = h, lb
+    handles.append(Patch(color=MOVE_SHADE, alpha=0.35))
+    labels.append("move (request to first ack on the new owner, else to the action's end)")
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle("Bytes per second on each broker's and the object store's link", y=1.0)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    runs = [r["run_key"] for r in picks]
+    cap = ("Per node, the bytes/s its link carried each second (kernel interface counters; sent = tx, "
+           "received = rx): produce, replication and object-store traffic together. Dashed: the link's rate. "
+           "Shaded: each move's window, as in the link fill table. One run per system (its largest measured move). "
+           "From " + _short_runs(runs) + ".")
+    return Figure("links", title, _png(fig), cap, runs)
 
 
 def fig_unavailable(t) -> Figure:
@@ -432,7 +545,7 @@ def fig_projection(t) -> Figure:
     return Figure("projection", "TB-scale projection", _png(fig), cap, runs)
 
 
-FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_unavailable, fig_phases, fig_projection)
+FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_links, fig_unavailable, fig_phases, fig_projection)
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,6 +589,13 @@ FAULT_HEAD = ["scenario", "system", "fault", "broker", "outage s", "recovered by
 FAULT_NOTE = ("Outage: the worst affected partition's longest time without a produce ack, from 1 s before the fault "
               "to its first ack after recovery. Recovery: the paired recovery action's end (restart, resume, ...) "
               "or the first failover a client saw, whichever came first; recovery s counts from the fault.")
+
+
+def _link_fill(t) -> list[list[Any]]:
+    """The link fill table's rows, systems in registry order."""
+    order = {s: i for i, s in enumerate(_systems(t["move_links"]))}
+    rows = sorted(t["move_links"], key=lambda m: (order[m["system"]], m["run_key"]))
+    return link_fill_rows(rows, _label)
 
 
 SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "failed checks"]
@@ -547,6 +667,8 @@ def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     lines += ["## Headline", ""] + [f"- {h}" for h in headline(t)] + [""]
     for f in figs:
         lines += [f"## {f.title}", "", f"![{f.title}](figures/{f.name}.png)", "", f"*{f.caption}*", ""]
+    lines += ["## Link fill during moves", ""] + (
+        [LINK_FILL_NOTE, "", md_table(LINK_FILL_HEAD, _link_fill(t)), ""] if t["move_links"] else [NO_LINKS, ""])
     lines += ["## Safety verdicts", "", md_table(SAFETY_HEAD, safety_rows(t)), ""]
     if t["outages"]:
         rows, runs = fault_rows(t)
@@ -626,6 +748,9 @@ def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
         b64 = base64.b64encode(f.png).decode("ascii")
         parts.append(f"<h2>{html.escape(f.title)}</h2><figure><img alt='{html.escape(f.title)}' "
                      f"src='data:image/png;base64,{b64}'><figcaption>{_md_inline(f.caption)}</figcaption></figure>")
+    parts.append("<h2>Link fill during moves</h2>" + (
+        f"<p>{_md_inline(LINK_FILL_NOTE)}</p>" + _html_table(LINK_FILL_HEAD, _link_fill(t)) if t["move_links"]
+        else f"<p>{_md_inline(NO_LINKS)}</p>"))
     parts.append("<h2>Safety verdicts</h2>" + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6)))
     if t["outages"]:
         rows, runs = fault_rows(t)

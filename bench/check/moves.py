@@ -2,6 +2,7 @@
 per fault, until the fault's recovery), produce latency before / during / after each action."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -11,8 +12,10 @@ import pyarrow as pa
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
+    EVENT_ACTION_START,
     EVENT_COUNTER,
     EVENT_LEADER_CHANGE,
+    EVENT_LINK_SAMPLE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
     SOURCE_CLIENT,
@@ -264,6 +267,84 @@ def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
         "recovered_by": last["recovered_by"] if last else None,
         **({"new_leader": last["new_leader"]} if last and "new_leader" in last else {}),
     }
+
+
+LINK_WAYS = ("tx", "rx")  # tx: what the node sent, rx: what it received
+OBJSTORE_NODE = "objstore"  # the object store's link (bench/run/cluster.py names the nodes)
+
+
+def broker_node(broker: int) -> str:
+    return f"broker-{broker}"
+
+
+def link_stats(samples: list, node: str, weights: list[float] | None = None) -> dict[str, Any]:
+    """One link over ``link_sample`` events: per direction, the peak and mean bytes/s and those as
+    a fraction of the link's rate at each sample (a rate changed mid-run counts as it was). Means
+    are weighted by ``weights`` (seconds of each sample inside a window; default equal). Samples
+    without the node (it had no link then) are left out; {} if none has it."""
+    weights = [1.0] * len(samples) if weights is None else weights
+    rows = [(e.detail[node], w) for e, w in zip(samples, weights) if isinstance(e.detail.get(node), dict)]
+    if not rows:
+        return {}
+    total = sum(w for _, w in rows) or None  # all zero (an empty window): equal weights
+
+    def mean(xs: list[float]) -> float:
+        return (sum(x * w for x, (_, w) in zip(xs, rows)) / total) if total else sum(xs) / len(xs)
+
+    out = {}
+    for way in LINK_WAYS:
+        bps = [float(d[f"{way}_bytes_per_s"]) for d, _ in rows]
+        util = [b * 8 / float(d["rate_bits"]) for b, (d, _) in zip(bps, rows)]
+        out[way] = {"peak_bytes_per_s": round(max(bps), 1), "mean_bytes_per_s": round(mean(bps), 1),
+                    "peak_utilisation": round(max(util), 4), "mean_utilisation": round(mean(util), 4)}
+    return out
+
+
+def samples_overlapping(samples: list, lo: float, hi: float) -> tuple[list, list[float]]:
+    """The ``link_sample`` events (sorted by ts) whose interval overlaps [lo, hi], and how many
+    seconds of each interval lie inside it. A sample at ts counts the bytes since the previous
+    sample, so it belongs to a window when ts > lo and the previous sample's ts < hi; a window
+    shorter than the sampling interval still gets the sample that covers it. The first sample's
+    interval starts with the load, before any move."""
+    out, weights, prev = [], [], -math.inf
+    for e in samples:
+        if e.ts > lo and prev < hi:
+            out.append(e)
+            weights.append(min(e.ts, hi) - max(prev, lo))
+        prev = e.ts
+    return out, weights
+
+
+def move_link_fill(v: HistoryView, a: _Action, tp: tuple[str, int], move_seconds: float | None) -> dict[str, Any] | None:
+    """How full the links were while one partition moved: the ``links`` of a summary.json move,
+    also the aggregate's ``move_links``. Window: [request, request + move_seconds], else until the
+    action's end, else until the last sample. Nodes: the brokers holding the partition before
+    the move (role ``source``; from its action_start), the brokers it gains (``target``) and the
+    object store when the run has its link (``objstore``); each with :func:`link_stats` over
+    :func:`samples_overlapping` the window (means weighted by each sample's seconds inside it).
+    None when the run has no emulated links.
+    -> ``{from_ts, to_ts, samples, nodes: {node: {role, tx, rx}}}``."""
+    samples = sorted(v.events_named(EVENT_LINK_SAMPLE), key=lambda e: e.ts)
+    if not samples:
+        return None
+    lo = a.start
+    if move_seconds is not None:
+        hi = lo + move_seconds
+    else:
+        hi = a.end if a.end is not None else samples[-1].ts
+    before: list[int] = []
+    for e in v.events_named(EVENT_ACTION_START):
+        if _hashable(e.action_id) == a.action_id:
+            for x in e.detail.get("partitions") or []:
+                if isinstance(x, dict) and (x.get("topic"), x.get("partition")) == tp and isinstance(x.get("from"), list):
+                    before = [b for b in x["from"] if isinstance(b, int)]
+    roles = {broker_node(b): "source" for b in before}
+    roles.update({broker_node(b): "target" for b in a.targets.get(tp) or [] if b not in before})
+    if any(OBJSTORE_NODE in e.detail for e in samples):
+        roles[OBJSTORE_NODE] = "objstore"
+    inside, weights = samples_overlapping(samples, lo, hi)
+    return {"from_ts": lo, "to_ts": hi, "samples": len(inside),
+            "nodes": {n: {"role": role, **link_stats(inside, n, weights)} for n, role in roles.items()}}
 
 
 def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:

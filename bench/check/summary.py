@@ -14,7 +14,12 @@ clock). Shape::
      checks: <bench.checkers.check_all>,
      moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
               bytes_moved_inter_broker, bytes_moved_objstore, unavailable_seconds, partition_bytes,
-              phases: {phase: seconds}}],
+              phases: {phase: seconds},
+              links: {from_ts, to_ts, samples, nodes: {node: {role (source|target|objstore),
+                      tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
+                              mean_utilisation}}}} (emulated links only, else null; the samples
+                      overlapping [request_ts, request_ts + move_seconds], see
+                      bench.check.moves.move_link_fill)}],
      producer: {sent, acked, failed, info, rate_msgs_per_s, throughput_mb_per_s,
                 target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
                 locust: {...Locust's own request stats}},
@@ -48,7 +53,7 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all
-from bench.check.moves import outage_of
+from bench.check.moves import link_stats, move_link_fill, outage_of
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
@@ -72,7 +77,9 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
     wl = sc.workload
     out = {
         "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
-        "replication_throttle_bytes_per_s": sc.system.replication_throttle_bytes_per_s,
+        # in bytes/s even when the scenario gave it as a share of the link
+        "replication_throttle_bytes_per_s": sc.settings()["replication_throttle_bytes_per_s"],
+        "replication_throttle_of_link": sc.system.replication_throttle_of_link,
         "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
         "message_bytes": wl.message_bytes,
         "produce_rate_msgs_per_s": wl.produce_rate_msgs_per_s,
@@ -143,6 +150,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
     bytes_by_action = {a["action_id"]: a for a in checks["bytes_moved"]["actions"]}
     unavail = {(w["action_id"], w["topic"], w["partition"]): w["unavailable_seconds"]
                for w in checks["unavailable_seconds"]["actions"]}
+    acts = {a.action_id: a for a in v.actions}
     out = []
     for m in checks["move_seconds"]["moves"]:
         aid, tp = m["action_id"], (m["topic"], m["partition"])
@@ -169,6 +177,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "partition_bytes": prefill.get(tp, 0) + (_acked_bytes_before(table, tp[0], tp[1], req)
                                                      if req is not None else 0),
             "phases": dict(sorted(phases.get((aid, tp), {}).items())),
+            "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
         })
     return out
 
@@ -247,20 +256,8 @@ def _cpu(v: HistoryView) -> dict[str, Any]:
 def _links(v: HistoryView) -> dict[str, Any]:
     """Per emulated link (node), over the ``link_sample`` events of the load: peak and mean
     bytes/s the node sent (tx) and received (rx), and those as a fraction of the link's rate."""
-    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for e in _events(v, EVENT_LINK_SAMPLE):
-        for node, d in e.detail.items():
-            for way in ("tx", "rx"):
-                acc[node][way].append(float(d[f"{way}_bytes_per_s"]))
-                acc[node][f"{way}_util"].append(float(d[f"{way}_bytes_per_s"]) * 8 / float(d["rate_bits"]))
-    out = {}
-    for node, a in sorted(acc.items()):
-        out[node] = {way: {"peak_bytes_per_s": round(max(a[way]), 1),
-                           "mean_bytes_per_s": round(sum(a[way]) / len(a[way]), 1),
-                           "peak_utilisation": round(max(a[f"{way}_util"]), 4),
-                           "mean_utilisation": round(sum(a[f"{way}_util"]) / len(a[f"{way}_util"]), 4)}
-                     for way in ("tx", "rx")}
-    return out
+    samples = _events(v, EVENT_LINK_SAMPLE)
+    return {node: link_stats(samples, node) for node in sorted({n for e in samples for n in e.detail})}
 
 
 def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:

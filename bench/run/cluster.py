@@ -148,6 +148,14 @@ class Cluster:
         return self.controller
 
     def start_broker(self, bid: int, timeout: float = 60.0, wait: bool = True, port: int = 0) -> Proc:
+        name = f"broker-{bid}"
+        if self.network is not None and name not in self.network.nodes:
+            # a broker added at run time gets the same link as the brokers started with the cluster
+            try:
+                self.network.add_node(name)
+            except NetworkError as e:
+                raise ClusterError(str(e)) from None
+            self.save()
         args = self._broker_args(bid, port)
         pid, port, log_path = self._spawn(f"broker-{bid}", args, os.path.join(self.dir, "run", f"broker-{bid}.port"),
                                           timeout)

@@ -125,6 +125,8 @@ class Network:
                 raise NetworkError(f"no link rate for {n}")
             rate_bits(rates[n])
         self.rates = dict(rates)
+        # the rate of a broker that joins later (add_node), whatever set_rate did to the others
+        self.broker_rate = next((r for n, r in rates.items() if n.startswith("broker-")), None)
         self.subnet = ipaddress.ip_network(subnet) if subnet else None
         # destroy() removes names only once they are known to be ours: after create() made the
         # switch, or when loaded from cluster.json. A create() that found the names taken (another
@@ -251,6 +253,21 @@ class Network:
         self._shape(ns, dev, self.rates[name])
         self._shape(self.switch, peer, self.rates[name])
 
+    def add_node(self, name: str) -> None:
+        """A broker joins the running network (a scale-out) on a link like the others'."""
+        if name in self.nodes:
+            return
+        self._host_index(name)
+        self.rates[name] = self.broker_rate
+        try:
+            self._add_link(name)
+        except BaseException:
+            _run(["ip", "netns", "del", self.namespace(name)], check=False)
+            del self.rates[name]
+            raise
+        self.nodes.append(name)
+        self.check_route(self.node_address(name))
+
     def set_rate(self, name: str, rate: str) -> None:
         """Change one link's rate, both directions, while traffic flows."""
         rate_bits(rate)
@@ -312,6 +329,7 @@ class Network:
     # -- persistence -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"id": self.id, "subnet": str(self.subnet) if self.subnet else None, "switch": self.switch,
+                "broker_link_rate": self.broker_rate,
                 "client_link": self.client_link,
                 "nodes": {n: {"namespace": self.namespace(n) or None, "address": self.node_address(n) if self.subnet else None,
                               "link_rate": self.rates[n]} for n in [*self.nodes, "client"]}}
@@ -320,5 +338,6 @@ class Network:
     def from_dict(cls, cluster_dir: str, d: dict) -> "Network":
         nodes = [n for n in d["nodes"] if n != "client"]
         n = cls(cluster_dir, nodes, {n: v["link_rate"] for n, v in d["nodes"].items()}, d.get("subnet"))
+        n.broker_rate = d.get("broker_link_rate", n.broker_rate)
         n.created = True
         return n

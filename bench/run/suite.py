@@ -1,6 +1,6 @@
 """``python -m bench suite default`` (what ``make bench`` runs): both systems, ``reassign-one`` at
-two partition sizes (8 MiB and 32 MiB, replication throttle 4 MiB/s) and ``broker-loss``; then a
-comparison table. Runs land in the usual places
+two partition sizes (16 MiB and 64 MiB) and ``broker-loss``, every node of both systems on its own
+100mbit link (no replication throttle: the same budget for both); then a comparison table. Runs land in the usual places
 (``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
 ``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
 """
@@ -19,7 +19,7 @@ from bench.check.summary import comparison_rows, print_comparison
 SUITES = {
     # (scenario, overrides); the system axis is set from the available systems.
     "default": [
-        ("reassign-one", ["matrix.prefill.bytes_per_partition=[8MiB, 32MiB]"]),
+        ("reassign-one", ["matrix.prefill.bytes_per_partition=[16MiB, 64MiB]"]),
         ("broker-loss", []),
     ],
 }
