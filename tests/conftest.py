@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench.run.cluster import Cluster  # noqa: E402
+from bench.run.network import PREFIX  # noqa: E402
 
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
@@ -18,6 +20,31 @@ def pytest_ignore_collect(collection_path, config):
     if "benchmarks" in collection_path.parts and not config.getoption("benchmark_only", False):
         return True
     return None
+
+
+def _network_names() -> set[str]:
+    """Names of network namespaces and root-namespace links with the project's prefix."""
+    out = set()
+    for cmd in (["ip", "netns", "list"], ["ip", "-o", "link"]):
+        try:
+            text = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False).stdout
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            return set()
+        for line in text.splitlines():
+            name = line.split()[0] if cmd[1] == "netns" else line.split(":")[1].strip().split("@")[0]
+            if name.startswith(PREFIX):
+                out.add(name)
+    return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_network_left_behind():
+    """After the whole session, no namespace or link that a test's cluster made is left."""
+    before = _network_names()
+    yield
+    left = sorted(_network_names() - before)
+    if left:
+        pytest.fail(f"the tests left network objects behind: {', '.join(left)}")
 
 
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
