@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test bench report bench-throughput bench-gate bench-gate-quick clean
+.PHONY: venv test bench report bench-throughput bench-network bench-gate bench-gate-quick clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ report: $(STAMP)
 bench-throughput: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_broker_throughput.py tests/benchmarks/test_replication_bench.py \
 		tests/benchmarks/test_shared_bench.py --benchmark-only --benchmark-columns=median,min,max,rounds -q -s
+
+# Moves, contention and the shared system's object-store bound on emulated links (issue 11's
+# figures, docs/measurements/network.md); needs root or CAP_NET_ADMIN. About 12 minutes.
+bench-network: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_network_bench.py --benchmark-only \
+		--benchmark-columns=median,min,max,rounds -q -s
 
 # Regression gates: compare with the baseline saved in .benchmarks/, fail if a median is more
 # than 35% slower (this 2-core machine's own run-to-run spread is up to ~30%).

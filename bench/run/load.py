@@ -52,7 +52,7 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
         return out
     errors: list[str] = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
-                  "linger.ms": 20, "batch.size": 1_000_000, "batch.num.messages": 100_000,
+                  "linger.ms": 20, "batch.size": PREFILL_RECORD_BYTES + 1024, "batch.num.messages": 100_000,
                   "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
                   "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),
                   "client.id": "prefill"})
