@@ -192,6 +192,9 @@ class Prefill(_Model):
 
     bytes_per_partition: Annotated[Bytes, Field(ge=0)] = 0
     topics: Optional[list[str]] = None  # default: every workload topic
+    # The prefill producer's batch.size. A copy later sends whole batches at line rate, so big
+    # ones are bursts on a slow link; small ones make a slower prefill.
+    batch_bytes: Annotated[Bytes, Field(ge=1024, le=16 * 1024 * 1024)] = 1_000_000
 
 
 ActionKind = Literal[

@@ -238,7 +238,12 @@ def test_kill9_of_a_run_then_clean(tmp_path):
                 if any("bench.run.load" in " ".join(_cmdline(pid)) for pid in find(str(run_dir))):
                     return run_dir
             return None
-        run_dir = wait_for(load_running, 120, "the run's load process")
+        try:
+            run_dir = wait_for(load_running, 120, "the run's load process")
+        except AssertionError:
+            for pointer in results.rglob("cluster.path"):  # what did start must not outlive the test
+                clean(str(pointer.parent))
+            raise
     finally:
         harness.kill()
         harness.wait(10)

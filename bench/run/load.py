@@ -29,6 +29,7 @@ from typing import Any
 from workloads.messages import PREFILL_HEADER, parse_headers
 
 PREFILL_RECORD_BYTES = 64 * 1024
+PREFILL_BATCH_BYTES = 1_000_000  # the producer's batch.size: big batches, a fast prefill
 
 
 class LoadError(RuntimeError):
@@ -40,7 +41,8 @@ class LoadError(RuntimeError):
 
 
 def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int, *,
-            record_bytes: int = PREFILL_RECORD_BYTES, timeout_s: float = 300.0) -> dict[tuple[str, int], dict]:
+            record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
+            timeout_s: float = 300.0) -> dict[tuple[str, int], dict]:
     """Write ``bytes_per_partition`` value bytes into each (topic, partition). Returns per
     partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed
     record or if it does not finish within ``timeout_s``."""
@@ -52,7 +54,7 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
         return out
     errors: list[str] = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
-                  "linger.ms": 20, "batch.size": PREFILL_RECORD_BYTES + 1024, "batch.num.messages": 100_000,
+                  "linger.ms": 20, "batch.size": batch_bytes, "batch.num.messages": 100_000,
                   "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
                   "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),
                   "client.id": "prefill"})

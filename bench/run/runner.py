@@ -276,7 +276,8 @@ class Run:
             self._notify()
             tps = [(t, p) for t, p in sc.partitions() if t in sc.prefill_topics()]
             t0 = time.time()
-            res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition)
+            res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
+                          batch_bytes=sc.prefill.batch_bytes)
             for (t, p), r in res.items():
                 self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
                            topic=t, partition=p)

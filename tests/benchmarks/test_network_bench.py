@@ -91,13 +91,16 @@ def _contention_scenario(size: int, throttle: int | None) -> dict:
         # Kafka's default 1 MiB response is 84 ms of a 100mbit link (0.8 ms of 10gbit): scaled
         # down with the link, a response takes ~5 ms and producers' packets pass between them.
         system["extra"] = {"replica.fetch.max.bytes": str(64 * 1024)}
+    # Prefill batches of one 64 KiB record, so a fetch response can be that small too (a
+    # response carries at least one whole batch).
+    prefill_batch = 65 * 1024
     return {
         "name": "bench-net-contention",
         "system": system,
         "workload": {"topics": [{"name": TOPIC, "partitions": 1},
                                 {"name": "load", "partitions": 2, "replication_factor": 2}],
                      "message_bytes": 1000, "produce_rate_msgs_per_s": 200.0, "producers": 1, "duration_s": 30.0},
-        "prefill": {"bytes_per_partition": size, "topics": [TOPIC]},
+        "prefill": {"bytes_per_partition": size, "topics": [TOPIC], "batch_bytes": prefill_batch},
         "actions": [{"at_s": 12.0, "kind": "reassign", "topic": TOPIC, "partition": 0, "to": [2]}],
         "network": {"link_rate": CONTENTION_LINK, "client_link_rate": CLIENT_LINK},
     }
