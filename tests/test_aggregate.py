@@ -314,3 +314,18 @@ def test_link_tables_agree_with_the_summary(spark, link_results, tmp_path):
 def test_runs_without_links_have_no_link_rows(agg):
     assert agg.tables["links"] == [] and agg.tables["move_links"] == []
     assert NO_LINKS in (agg.out_dir / "summary.md").read_text()
+
+
+def test_move_bandwidth_is_the_lowest_cap_including_links(tmp_path):
+    """A run's bandwidth cap (the models' x = bytes / cap) is its throttle or object-store cap,
+    or the emulated links a move crosses, whichever is lowest; none on loopback."""
+    from bench.analysis.aggregate import Run
+
+    def run(system, **params):
+        return Run(0, "r", tmp_path, {"system": system, "params": params}, [])
+
+    assert run("replication").bandwidth is None
+    assert run("replication", link_rate="100mbit").bandwidth == 12_500_000
+    assert run("replication", link_rate="100mbit", replication_throttle_bytes_per_s=4_000_000).bandwidth == 4_000_000
+    assert run("shared", link_rate="1gbit", object_store_link_rate="40mbit").bandwidth == 5_000_000
+    assert run("shared", objstore_bandwidth_bytes_per_s=8_000_000).bandwidth == 8_000_000

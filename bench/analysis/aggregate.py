@@ -43,7 +43,7 @@ from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
-from bench.units import MISSING, format_bytes, parse_bytes
+from bench.units import MISSING, format_bytes, parse_bytes, rate_bits
 from systems.registry import PROFILES
 
 DEFAULT_OUT = Path("results/aggregate")
@@ -230,10 +230,18 @@ class Run:
 
     @property
     def bandwidth(self) -> Any:
-        """The run's cap on a move's bytes/s: the setting its profile names (None: uncapped, or a
-        system no profile describes)."""
+        """The run's cap on a move's bytes/s: the setting its profile names (throttle, object-store
+        cap) and, on emulated links, the links a move crosses (the brokers'; the object store's
+        for a system with one), whichever is lowest (None: uncapped, on loopback)."""
         p = PROFILES.get(self.system)
-        return self.param(p.bandwidth_param) if p is not None and p.bandwidth_param else None
+        caps = []
+        if p is not None and p.bandwidth_param and self.param(p.bandwidth_param):
+            caps.append(float(self.param(p.bandwidth_param)))
+        for key in ("link_rate", "object_store_link_rate"):
+            rate = (self.summary.get("params") or {}).get(key)
+            if rate:
+                caps.append(rate_bits(rate) / 8)
+        return min(caps) if caps else None
 
 
 def history_files(run_dir: Path) -> list[Path]:
@@ -313,7 +321,10 @@ def config_key(run: Run) -> str:
     parts = [f"prefill {_fmt_b(run.param('prefill_bytes_per_partition'))}"]
     p = PROFILES.get(run.system)
     if p is not None and p.bandwidth_param:
-        parts.append(f"{p.bandwidth_label} {_fmt_b(run.bandwidth, per_s=True)}")
+        parts.append(f"{p.bandwidth_label} {_fmt_b(run.param(p.bandwidth_param), per_s=True)}")
+    link = (run.summary.get("params") or {}).get("link_rate")
+    if link:
+        parts.append(f"link {link}")
     parts += [f"msg {_fmt_b(run.param('message_bytes'))}", f"rate {run.param('produce_rate_msgs_per_s')}/s",
               f"brokers {run.param('brokers')}"]
     return f"{name} {run.system}: " + ", ".join(parts)

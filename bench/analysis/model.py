@@ -196,7 +196,8 @@ def fit_model(points: list[MovePoint], system: str) -> MoveModel:
     x, y = _x(pts, normalised), np.array([p.move_seconds for p in pts], dtype=float)
     runs = sorted({p.run_key for p in pts})
     what = _TRAVEL[prof.move_model]
-    cap = f"{prof.bandwidth_label} ({prof.bandwidth_param})" if prof.bandwidth_param else prof.bandwidth_label
+    cap = (f"bandwidth cap (the lowest of its {prof.bandwidth_label}, {prof.bandwidth_param}, and the emulated links "
+           "a move crosses)" if prof.bandwidth_param else prof.bandwidth_label)
     assumptions = []
     if normalised:
         assumptions.append(f"x = {what} / the run's {cap}; slope = 1/efficiency.")

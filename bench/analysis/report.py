@@ -197,7 +197,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
             sel = [m for m in ms if m["bandwidth_bytes_per_s"] == bw]
             cap = ""
             if p is not None and p.bandwidth_param:
-                cap = f", {p.bandwidth_label} " + ("none" if bw is None else f"{format_bytes(bw)}/s")
+                cap = ", cap " + ("none" if bw is None else f"{format_bytes(bw)}/s")
             ax.scatter([m["partition_bytes"] for m in sel], [m["move_seconds"] for m in sel], s=36,
                        marker=markers[i % len(markers)], color=_color(system), alpha=0.85, zorder=3,
                        label=f"{_label(system)}{cap} (measured)")
@@ -226,7 +226,8 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.legend(loc="upper left", fontsize=8)
     cap = ("Each point is one partition move (request to first ack served by the new owner). Lines: the fitted "
            "models (copy family: fixed + bytes/(efficiency x bandwidth cap); shared family: fixed + unuploaded "
-           "tail / bandwidth cap). From " + _short_runs(runs) + ".")
+           "tail / bandwidth cap; a run's cap is the lowest of its replication throttle or object-store cap and "
+           "the emulated links a move crosses). From " + _short_runs(runs) + ".")
     return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
 
 
