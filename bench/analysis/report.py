@@ -386,10 +386,11 @@ def fig_links(t) -> Figure:
         windows = sorted((min(m["from_ts"] for m in ms), max(m["to_ts"] for m in ms), _what_moved(ms))
                          for ms in spans.values())
         rows = {n: sorted(series[(rk, n)], key=lambda x: x["ts"]) for n in nodes}
-        top = max([max(x["tx_bytes_per_s"] or 0, x["rx_bytes_per_s"] or 0, (x["rate_bits"] or 0) / 8)
-                   for xs in rows.values() for x in xs] + [1.0]) * 1.15
         for i, node in enumerate(nodes):
             ax, xs = axes[i][col], rows[node]
+            # Each row on its own scale: a fast object-store link must not flatten the brokers'.
+            top = max([max(x["tx_bytes_per_s"] or 0, x["rx_bytes_per_s"] or 0, (x["rate_bits"] or 0) / 8)
+                       for x in xs] + [1.0]) * 1.15
             if not xs:
                 ax.text(0.5, 0.5, "no link in this run", transform=ax.transAxes, ha="center", va="center")
             else:
@@ -409,6 +410,8 @@ def fig_links(t) -> Figure:
             ax.yaxis.set_major_formatter(_fmt_obj(lambda v, _p: f"{format_bytes(v)}/s"))
             ax.set_ylabel("\n".join([node] + [f"{role} of {_few(tps)}" for role, tps in sorted(roles[node].items())]),
                           fontsize=8)
+            if not xs:
+                ax.set_yticks([])  # no link: no scale to read
         name = rk.split("/")[-1]
         name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
         biggest = max((m["partition_bytes"] or 0 for m in ml), default=0)
