@@ -41,6 +41,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from bench.history.names import NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE, broker_node
 from bench.units import parse_bytes, rate_bits
 from systems.core.profile import SystemProfile
 from systems.registry import PROFILES
@@ -215,7 +216,7 @@ FAULT_RECOVERY: dict[str, str] = {
 }
 # Actions on the emulated network (they need network.link_rate).
 NETWORK_ACTIONS = frozenset({"isolate_broker", "heal_broker", "set_link_rate"})
-LINK_NODES = ("controller", "objstore", "client")  # set_link_rate's `node`; brokers go by `broker`
+LINK_NODES = (NODE_CONTROLLER, NODE_OBJSTORE, NODE_CLIENT)  # set_link_rate's `node`; brokers go by `broker`
 FAULT_ACTIONS = frozenset(FAULT_RECOVERY)
 RECOVERY_ACTIONS = frozenset(FAULT_RECOVERY.values())
 
@@ -295,7 +296,7 @@ class Action(_Model):
         """The launcher's name of the node whose link a network action changes."""
         if self.kind not in NETWORK_ACTIONS:
             return None
-        return self.node if self.node is not None else f"broker-{self.broker}"
+        return self.node if self.node is not None else broker_node(self.broker)
 
     def moves(self) -> list[PartitionMove]:
         """Explicit partition moves of this action (reassign / move_set); empty otherwise."""
@@ -418,7 +419,7 @@ class Scenario(_Model):
             if a.kind in NETWORK_ACTIONS and net.link_rate is None:
                 raise _err(f"{p}.kind", f"{a.kind}: needs network.link_rate (it acts on the emulated links)")
             if a.kind == "set_link_rate":
-                if a.node == "objstore" and system.profile.object_store is None:
+                if a.node == NODE_OBJSTORE and system.profile.object_store is None:
                     raise _err(f"{p}.node", f"system {system.kind!r} has no object store")
                 if a.broker is not None and a.broker not in exists:
                     raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")

@@ -1,7 +1,9 @@
 """Small helpers around the real clients used by tests and benchmarks."""
 from __future__ import annotations
 
+import subprocess
 import time
+import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -85,3 +87,34 @@ def wait_for(pred, timeout: float, what: str, every: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(every)
+
+
+def netns_unavailable() -> str | None:
+    """Why this machine cannot make network namespaces (emulated links need root or
+    CAP_NET_ADMIN and iproute2), or None if it can: tried with a throwaway namespace."""
+    name = f"rbprobe{uuid.uuid4().hex[:6]}"
+    try:
+        r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, timeout=10, check=False)
+    except FileNotFoundError:
+        return "iproute2 (`ip`) is not installed"
+    if r.returncode != 0:
+        return f"`ip netns add` is not permitted here: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10, check=False)
+    return None
+
+
+def network_names(stem: str) -> list[str]:
+    """Network namespaces and root-namespace links whose names start with `stem`, read from
+    `ip` itself (not through the code under test); [] without iproute2."""
+    out = []
+    for cmd in (["ip", "netns", "list"], ["ip", "-o", "link"]):
+        try:
+            text = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False).stdout
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            return []
+        for line in text.splitlines():
+            # "rbabc123-b1 (id: 2)" / "7: rbabc123-cl@if6: <...>"
+            name = line.split()[0] if cmd[1] == "netns" else line.split(":")[1].strip().split("@")[0]
+            if name.startswith(stem):
+                out.append(name)
+    return out

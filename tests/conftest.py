@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -13,6 +12,7 @@ if ROOT not in sys.path:
 
 from bench.run.cluster import Cluster  # noqa: E402
 from bench.run.network import PREFIX  # noqa: E402
+from tests.clients import network_names  # noqa: E402
 
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
@@ -22,27 +22,12 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-def _network_names() -> set[str]:
-    """Names of network namespaces and root-namespace links with the project's prefix."""
-    out = set()
-    for cmd in (["ip", "netns", "list"], ["ip", "-o", "link"]):
-        try:
-            text = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False).stdout
-        except (FileNotFoundError, subprocess.TimeoutExpired):
-            return set()
-        for line in text.splitlines():
-            name = line.split()[0] if cmd[1] == "netns" else line.split(":")[1].strip().split("@")[0]
-            if name.startswith(PREFIX):
-                out.add(name)
-    return out
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_network_left_behind():
     """After the whole session, no namespace or link that a test's cluster made is left."""
-    before = _network_names()
+    before = set(network_names(PREFIX))
     yield
-    left = sorted(_network_names() - before)
+    left = sorted(set(network_names(PREFIX)) - before)
     if left:
         pytest.fail(f"the tests left network objects behind: {', '.join(left)}")
 

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Producer
@@ -20,31 +19,16 @@ from bench.history.store import read_history
 from bench.run import network as net
 from bench.run.cluster import Cluster, ClusterError, clean
 from systems.core.process import alive, find, send_signal
-from tests.clients import consume_all, create_topics, produce_all, wait_for
+from tests.clients import consume_all, create_topics, netns_unavailable, network_names, produce_all, wait_for
 from tests.conftest import FAST, ROOT
 
 
-def _netns_permitted() -> str | None:
-    name = f"rbprobe{uuid.uuid4().hex[:6]}"
-    try:
-        r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, timeout=10, check=False)
-    except FileNotFoundError:
-        return "iproute2 (`ip`) is not installed"
-    if r.returncode != 0:
-        return f"`ip netns add` is not permitted here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10, check=False)
-    return None
-
-
-_NO_NETNS = _netns_permitted()
+_NO_NETNS = netns_unavailable()
 pytestmark = pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")
 
 
 def _leftovers(cluster_dir: str) -> list[str]:
-    stem = f"{net.PREFIX}{net.cluster_id(cluster_dir)}-"
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    return [w for w in (ns + links).replace(":", " ").replace("@", " ").split() if w.startswith(stem)]
+    return network_names(f"{net.PREFIX}{net.cluster_id(cluster_dir)}-")
 
 
 def _in_namespace(pid: int, ns: str) -> bool:
@@ -213,10 +197,7 @@ def test_scenario_run_on_links(run_scenario):
             assert ways[way]["peak_utilisation"] <= 1.2, (node, way, ways[way])  # shaped
     assert links["client"]["tx"]["mean_bytes_per_s"] > 0  # the load went through the client link
 
-    stem = f"{net.PREFIX}{network['id']}-"
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    ip_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    assert stem not in ns + ip_links
+    assert network_names(f"{net.PREFIX}{network['id']}-") == []
 
 
 def test_kill9_of_a_run_then_clean(tmp_path):

@@ -27,6 +27,7 @@ from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate import (
     LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, TABLES, fmt_num, link_fill_rows, md_table, model_markdown, recovery_label,
 )
+from bench.history.names import BROKER_NODE_PREFIX, NODE_OBJSTORE
 from bench.units import MISSING, format_bytes
 from systems.registry import PROFILES
 
@@ -341,9 +342,10 @@ def _pick_link_runs(t) -> list[dict[str, Any]]:
 
 def _nic_node(node: str) -> tuple[int, int] | None:
     """Sort key of a link the figure draws (brokers by id, then the object store), else None."""
-    if node.startswith("broker-") and node[7:].isdigit():
-        return (0, int(node[7:]))
-    return (1, 0) if node == "objstore" else None
+    num = node[len(BROKER_NODE_PREFIX):]
+    if node.startswith(BROKER_NODE_PREFIX) and num.isdigit():
+        return (0, int(num))
+    return (1, 0) if node == NODE_OBJSTORE else None
 
 
 def _few(tps: set[str]) -> str:

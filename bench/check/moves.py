@@ -12,13 +12,14 @@ import pyarrow as pa
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
-    EVENT_ACTION_START,
     EVENT_COUNTER,
     EVENT_LEADER_CHANGE,
     EVENT_LINK_SAMPLE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    NODE_OBJSTORE,
     SOURCE_CLIENT,
+    broker_node,
 )
 from bench.check.view import (
     _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
@@ -270,11 +271,6 @@ def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 LINK_WAYS = ("tx", "rx")  # tx: what the node sent, rx: what it received
-OBJSTORE_NODE = "objstore"  # the object store's link (bench/run/cluster.py names the nodes)
-
-
-def broker_node(broker: int) -> str:
-    return f"broker-{broker}"
 
 
 def link_stats(samples: list, node: str, weights: list[float] | None = None) -> dict[str, Any]:
@@ -332,16 +328,11 @@ def move_link_fill(v: HistoryView, a: _Action, tp: tuple[str, int], move_seconds
         hi = lo + move_seconds
     else:
         hi = a.end if a.end is not None else samples[-1].ts
-    before: list[int] = []
-    for e in v.events_named(EVENT_ACTION_START):
-        if _hashable(e.action_id) == a.action_id:
-            for x in e.detail.get("partitions") or []:
-                if isinstance(x, dict) and (x.get("topic"), x.get("partition")) == tp and isinstance(x.get("from"), list):
-                    before = [b for b in x["from"] if isinstance(b, int)]
+    before = a.sources.get(tp) or []
     roles = {broker_node(b): "source" for b in before}
     roles.update({broker_node(b): "target" for b in a.targets.get(tp) or [] if b not in before})
-    if any(OBJSTORE_NODE in e.detail for e in samples):
-        roles[OBJSTORE_NODE] = "objstore"
+    if any(NODE_OBJSTORE in e.detail for e in samples):
+        roles[NODE_OBJSTORE] = "objstore"
     inside, weights = samples_overlapping(samples, lo, hi)
     return {"from_ts": lo, "to_ts": hi, "samples": len(inside),
             "nodes": {n: {"role": role, **link_stats(inside, n, weights)} for n, role in roles.items()}}

@@ -105,6 +105,7 @@ class _Action:
     seen: set[tuple[str, int]] = field(default_factory=set)  # in its other events
     planned: set[tuple[str, int]] = field(default_factory=set)  # from the scenario
     targets: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    sources: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # replicas before a move
 
     @property
     def partitions(self) -> set[tuple[str, int]]:
@@ -346,6 +347,8 @@ class HistoryView:
                         to = item.get("to", item.get("replicas"))
                         if isinstance(to, list):
                             a.targets[tp] = list(to)
+                        if isinstance(item.get("from"), list):
+                            a.sources[tp] = [b for b in item["from"] if isinstance(b, int)]
         if "topic" in d and "partition" in d:
             tp = _tp_of(e)
             if tp is not None:

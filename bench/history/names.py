@@ -46,3 +46,14 @@ COUNTER_OBJSTORE = "bytes_moved_objstore"  # bytes uploaded to / read from objec
 # `source` of a leader_change: the harness's metadata poller (what a client sees); journal rows
 # carry the emitting process instead ("controller" or a broker id).
 SOURCE_CLIENT = "client"
+
+# Node names: a cluster's processes and, with emulated links, their links (the keys of a
+# link_sample's detail, of cpu_sample's and of cluster.json's network nodes).
+NODE_CONTROLLER = "controller"
+NODE_OBJSTORE = "objstore"
+NODE_CLIENT = "client"  # the root namespace's link: load, verifying consumer, admin clients
+BROKER_NODE_PREFIX = "broker-"
+
+
+def broker_node(broker: int) -> str:
+    return f"{BROKER_NODE_PREFIX}{broker}"

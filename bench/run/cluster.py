@@ -18,6 +18,7 @@ import signal
 import time
 from dataclasses import asdict
 
+from bench.history.names import NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE, broker_node
 from bench.run import network as net
 from bench.run.network import Network, NetworkError
 from systems.core import process
@@ -57,12 +58,12 @@ class Cluster:
         if link_rate is None and (object_store_link_rate or client_link_rate):
             raise ClusterError("--object-store-link-rate and --client-link-rate need --link-rate")
         if link_rate is not None:
-            nodes = ["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]
+            nodes = [NODE_CONTROLLER, *(broker_node(b) for b in range(1, brokers + 1))]
             rates = {n: link_rate for n in nodes}
-            rates["client"] = client_link_rate or link_rate
+            rates[NODE_CLIENT] = client_link_rate or link_rate
             if self.profile.object_store is not None:
-                nodes.append("objstore")
-                rates["objstore"] = object_store_link_rate or link_rate
+                nodes.append(NODE_OBJSTORE)
+                rates[NODE_OBJSTORE] = object_store_link_rate or link_rate
             try:
                 self.network = Network(self.dir, nodes, rates)
             except NetworkError as e:
@@ -108,7 +109,7 @@ class Cluster:
     def _broker_args(self, bid: int, port: int = 0) -> list[str]:
         return ["systems.core.broker", "--id", str(bid), "--backend", self.profile.backend,
                 "--dir", os.path.join(self.dir, f"broker-{bid}"), "--controller",
-                f"{self.controller.host}:{self.controller.port}", "--host", self.host(f"broker-{bid}"),
+                f"{self.controller.host}:{self.controller.port}", "--host", self.host(broker_node(bid)),
                 "--port", str(port),
                 "--port-file", os.path.join(self.dir, "run", f"broker-{bid}.port"),
                 "--config", json.dumps(self.config)]
@@ -148,7 +149,7 @@ class Cluster:
         return self.controller
 
     def start_broker(self, bid: int, timeout: float = 60.0, wait: bool = True, port: int = 0) -> Proc:
-        name = f"broker-{bid}"
+        name = broker_node(bid)
         if self.network is not None and name not in self.network.nodes:
             # a broker added at run time gets the same link as the brokers started with the cluster
             try:
@@ -157,9 +158,9 @@ class Cluster:
                 raise ClusterError(str(e)) from None
             self.save()
         args = self._broker_args(bid, port)
-        pid, port, log_path = self._spawn(f"broker-{bid}", args, os.path.join(self.dir, "run", f"broker-{bid}.port"),
+        pid, port, log_path = self._spawn(name, args, os.path.join(self.dir, "run", f"broker-{bid}.port"),
                                           timeout)
-        self.brokers[bid] = Proc(bid, self.host(f"broker-{bid}"), port, pid, log_path, args)
+        self.brokers[bid] = Proc(bid, self.host(name), port, pid, log_path, args)
         self.save()
         if wait:
             self.wait_ready(timeout, [bid])
@@ -229,10 +230,10 @@ class Cluster:
     def isolate_broker(self, bid: int) -> None:
         """Cut the broker's link (its process keeps running): no controller, peers, object store
         or clients."""
-        self._link(f"broker-{bid}").set_up(f"broker-{bid}", False)
+        self._link(broker_node(bid)).set_up(broker_node(bid), False)
 
     def heal_broker(self, bid: int) -> None:
-        self._link(f"broker-{bid}").set_up(f"broker-{bid}", True)
+        self._link(broker_node(bid)).set_up(broker_node(bid), True)
 
     def set_link_rate(self, name: str, rate: str) -> None:
         """Change the rate of one node's link (`broker-N`, `controller`, `objstore`, `client`)
@@ -273,11 +274,11 @@ class Cluster:
         svc = self.profile.object_store
         if svc is None:
             return
-        ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=self.host("objstore"), config=self.config,
+        ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=self.host(NODE_OBJSTORE), config=self.config,
                              previous=self.object_store_info, timeout=timeout)
         # The service starts its own process: from a thread inside the object store's namespace,
         # so the process (and the launcher's readiness check) live there.
-        handle = self.network.run_in("objstore", lambda: svc.start(ctx)) if self.network else svc.start(ctx)
+        handle = self.network.run_in(NODE_OBJSTORE, lambda: svc.start(ctx)) if self.network else svc.start(ctx)
         self._object_store_handle = handle
         self.config.update(handle.config)
         self.object_store = handle.proc
@@ -299,7 +300,7 @@ class Cluster:
         if self.controller is not None:
             procs["controller"] = alive(self.controller.pid, self.dir)
         for bid, p in sorted(self.brokers.items()):
-            procs[f"broker-{bid}"] = alive(p.pid, self.dir)
+            procs[broker_node(bid)] = alive(p.pid, self.dir)
         out = {"processes": procs}
         if procs.get("controller"):
             try:

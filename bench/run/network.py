@@ -26,10 +26,15 @@ import subprocess
 import threading
 
 from bench import units
+from bench.history.names import BROKER_NODE_PREFIX, NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE
 
 PREFIX = "rb"
 RANGE = ipaddress.ip_network("198.18.0.0/15")
 _CLONE_NEWNET = 0x40000000
+# node -> (its tag in link and namespace names, its host number in the /24); brokers: bN, 10 + N
+_FIXED = {NODE_CLIENT: ("cl", 1), NODE_CONTROLLER: ("ctl", 2), NODE_OBJSTORE: ("os", 3)}
+
+
 class NetworkError(Exception):
     """The cluster's network could not be built, checked or removed; the message says why."""
 
@@ -119,14 +124,14 @@ class Network:
     def __init__(self, cluster_dir: str, nodes: list[str], rates: dict[str, str], subnet: str | None = None):
         self.id = cluster_id(cluster_dir)
         self.nodes = list(nodes)
-        for n in [*self.nodes, "client"]:
+        for n in [*self.nodes, NODE_CLIENT]:
             self._host_index(n)  # a known node with a place in the /24
             if n not in rates:
                 raise NetworkError(f"no link rate for {n}")
             rate_bits(rates[n])
         self.rates = dict(rates)
         # the rate of a broker that joins later (add_node), whatever set_rate did to the others
-        self.broker_rate = next((r for n, r in rates.items() if n.startswith("broker-")), None)
+        self.broker_rate = next((r for n, r in rates.items() if n.startswith(BROKER_NODE_PREFIX)), None)
         self.subnet = ipaddress.ip_network(subnet) if subnet else None
         # destroy() removes names only once they are known to be ours: after create() made the
         # switch, or when loaded from cluster.json. A create() that found the names taken (another
@@ -135,14 +140,10 @@ class Network:
 
     # -- names and addresses ---------------------------------------------------------------------
     def tag(self, name: str) -> str:
-        if name == "controller":
-            return "ctl"
-        if name == "objstore":
-            return "os"
-        if name == "client":
-            return "cl"
-        if name.startswith("broker-"):
-            return "b" + name.split("-", 1)[1]
+        if name in _FIXED:
+            return _FIXED[name][0]
+        if name.startswith(BROKER_NODE_PREFIX):
+            return "b" + name[len(BROKER_NODE_PREFIX):]
         raise NetworkError(f"unknown node {name!r}")
 
     @property
@@ -159,22 +160,18 @@ class Network:
 
     @property
     def client_link(self) -> str:
-        return self.stem + "cl"
+        return self.veth(NODE_CLIENT)
 
     def namespace(self, name: str) -> str:
         """The node's namespace (for `client`: the root namespace, "")."""
-        return "" if name == "client" else self.stem + self.tag(name)
+        return "" if name == NODE_CLIENT else self.stem + self.tag(name)
 
     def veth(self, name: str) -> str:
         return self.stem + self.tag(name)
 
     def _host_index(self, name: str) -> int:
-        if name == "client":
-            return 1
-        if name == "controller":
-            return 2
-        if name == "objstore":
-            return 3
+        if name in _FIXED:
+            return _FIXED[name][1]
         num = self.tag(name)[1:]  # "b7" -> "7"; tag() rejects unknown names
         if not num.isdigit() or not 1 <= int(num) <= 240:
             raise NetworkError(f"{name}: a cluster network holds brokers 1..240")
@@ -229,7 +226,7 @@ class Network:
             self.subnet = self._pick_subnet()
             self._in(self.switch, "ip", "link", "add", self.bridge, "type", "bridge")
             self._in(self.switch, "ip", "link", "set", self.bridge, "up")
-            for name in [*self.nodes, "client"]:
+            for name in [*self.nodes, NODE_CLIENT]:
                 self._add_link(name)
             for name in self.nodes:  # before any traffic, the harness's own included
                 self.check_route(self.node_address(name))
@@ -332,11 +329,11 @@ class Network:
                 "broker_link_rate": self.broker_rate,
                 "client_link": self.client_link,
                 "nodes": {n: {"namespace": self.namespace(n) or None, "address": self.node_address(n) if self.subnet else None,
-                              "link_rate": self.rates[n]} for n in [*self.nodes, "client"]}}
+                              "link_rate": self.rates[n]} for n in [*self.nodes, NODE_CLIENT]}}
 
     @classmethod
     def from_dict(cls, cluster_dir: str, d: dict) -> "Network":
-        nodes = [n for n in d["nodes"] if n != "client"]
+        nodes = [n for n in d["nodes"] if n != NODE_CLIENT]
         n = cls(cluster_dir, nodes, {n: v["link_rate"] for n, v in d["nodes"].items()}, d.get("subnet"))
         n.broker_rate = d.get("broker_link_rate", n.broker_rate)
         n.created = True

@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 
 from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_RSS_SAMPLE,
-                                 SOURCE_CLIENT)
+                                 SOURCE_CLIENT, broker_node)
 from bench.history.store import event_row
 from bench.run.network import Network, rate_bits
 
@@ -82,9 +82,10 @@ def sample_processes(run: Any, until: float) -> None:
         if cluster is not None:
             track("controller", cluster.controller.pid if cluster.controller else None)
             for bid, p in list(cluster.brokers.items()):
-                if f"broker-{bid}" in procs and procs[f"broker-{bid}"].pid != p.pid:
-                    del procs[f"broker-{bid}"]  # restarted
-                track(f"broker-{bid}", p.pid)
+                name = broker_node(bid)
+                if name in procs and procs[name].pid != p.pid:
+                    del procs[name]  # restarted
+                track(name, p.pid)
             for p in cluster.extra_processes():
                 track(f"extra-{p.id}", p.pid)
         run.state.stop.wait(1.0)

@@ -25,9 +25,10 @@ import pytest
 from bench.history.store import read_history
 from bench.units import rate_bits
 from tests.benchmarks.runs import CLOCK, TOPIC, MiB, moves_of, round_robin
-from tests.test_network import _NO_NETNS
+from tests.clients import netns_unavailable
 
 # Skipped, like tests/test_network.py, only where `ip netns add` is not permitted.
+_NO_NETNS = netns_unavailable()
 pytestmark = pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")
 
 # The prefill and the load cross the client link; a fast one keeps the prefill short. The
