@@ -121,7 +121,8 @@ _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 class Topic(_Model):
     name: str
     partitions: Annotated[int, Field(strict=True, ge=1)]
-    replication_factor: Annotated[int, Field(strict=True, ge=1)] = 1
+    # None: the system's production default (its profile: replication 3, shared storage 1).
+    replication_factor: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
 
     @field_validator("name")
     @classmethod
@@ -222,7 +223,7 @@ RECOVERY_ACTIONS = frozenset(FAULT_RECOVERY.values())
 
 # Per action kind: fields that must be set, and fields that may be set (besides at_s and kind).
 _ACTION_REQUIRED: dict[str, frozenset[str]] = {
-    "reassign": frozenset({"topic", "partition", "to"}),
+    "reassign": frozenset({"topic", "partition"}),  # and either `to` or `replace` + `by`
     "move_set": frozenset({"partitions"}),
     "add_broker_and_rebalance": frozenset(),
     "drain_broker": frozenset({"broker"}),
@@ -239,11 +240,12 @@ _ACTION_REQUIRED: dict[str, frozenset[str]] = {
     "set_link_rate": frozenset({"rate"}),
 }
 _ACTION_OPTIONAL: dict[str, frozenset[str]] = {
+    "reassign": frozenset({"to", "replace", "by"}),
     "add_broker_and_rebalance": frozenset({"broker"}),  # default: next free id
     "drain_broker": frozenset({"to"}),  # default: every other broker
     "set_link_rate": frozenset({"broker", "node"}),  # exactly one of them
 }
-_ACTION_FIELDS = ("topic", "partition", "to", "broker", "partitions", "node", "rate")
+_ACTION_FIELDS = ("topic", "partition", "to", "replace", "by", "broker", "partitions", "node", "rate")
 
 
 def _tc_rate(value: Any) -> Any:
@@ -271,6 +273,10 @@ class Action(_Model):
     topic: Optional[str] = None
     partition: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
     to: Optional[Annotated[list[BrokerId], Field(min_length=1)]] = None
+    # reassign: swap one broker of the partition's current replicas for another, the usual
+    # production move ([1,2,3] -> [4,2,3] at replication factor 3, [1] -> [4] at 1).
+    replace: Optional[BrokerId] = None
+    by: Optional[BrokerId] = None
     broker: Optional[BrokerId] = None
     partitions: Optional[Annotated[list[PartitionMove], Field(min_length=1)]] = None
     node: Optional[Literal[LINK_NODES]] = None
@@ -286,6 +292,16 @@ class Action(_Model):
                 raise _err(f, f"required for action kind {self.kind}")
             if f not in allowed and given:
                 raise _err(f, f"not used by action kind {self.kind}")
+        if self.kind == "reassign":
+            if self.to is None and self.replace is None:
+                raise _err("to", "required for action kind reassign (the new replica list), unless "
+                                 "`replace` + `by` swap one broker for another")
+            if self.to is not None and self.replace is not None:
+                raise _err("to", "reassign: give either `to` or `replace` + `by`, not both")
+            if (self.replace is None) != (self.by is None):
+                raise _err("by" if self.by is None else "replace", "reassign: `replace` and `by` go together")
+            if self.replace is not None and self.replace == self.by:
+                raise _err("by", f"replaces broker {self.replace} by itself")
         if self.kind == "set_link_rate" and (self.broker is None) == (self.node is None):
             raise _err("broker", "set_link_rate: give either broker (a broker's link) or node "
                                  f"({', '.join(LINK_NODES)}), not both or neither")
@@ -298,10 +314,17 @@ class Action(_Model):
             return None
         return self.node if self.node is not None else broker_node(self.broker)
 
-    def moves(self) -> list[PartitionMove]:
-        """Explicit partition moves of this action (reassign / move_set); empty otherwise."""
+    def moves(self, placement: dict[str, dict[int, list[int]]] | None = None) -> list[PartitionMove]:
+        """Explicit partition moves of this action (reassign / move_set); empty otherwise. A
+        ``replace`` move is resolved against ``placement`` (topic -> partition -> replicas)."""
         if self.kind == "reassign":
-            return [PartitionMove(topic=self.topic, partition=self.partition, to=self.to)]
+            to = self.to
+            if to is None:
+                current = (placement or {}).get(self.topic, {}).get(self.partition)
+                if current is None:
+                    raise ValueError(f"reassign {self.topic}-{self.partition}: replicas unknown")
+                to = [self.by if b == self.replace else b for b in current]
+            return [PartitionMove(topic=self.topic, partition=self.partition, to=to)]
         return list(self.partitions or ())
 
 
@@ -332,6 +355,9 @@ class NetworkSection(_Model):
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+_NOT_MATRIX = ("name", "matrix", "repetitions")
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
@@ -341,6 +367,9 @@ class Scenario(_Model):
     actions: list[Action] = Field(default_factory=list)
     checks: Checks = Field(default_factory=Checks)
     network: NetworkSection = Field(default_factory=NetworkSection)
+    # Each configuration (matrix point) runs this many times; runs differ only in run id
+    # (``..__rep=K``), so their spread is the measurement's noise.
+    repetitions: Annotated[int, Field(strict=True, ge=1, le=100)] = 1
     # dotted path -> values; expand() runs the cartesian product.
     matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
 
@@ -356,18 +385,20 @@ class Scenario(_Model):
     def _matrix_keys(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for key in v:
             head = key.split(".", 1)[0]
-            if head in ("name", "matrix") or head not in cls.model_fields:
+            if head in _NOT_MATRIX or head not in cls.model_fields:
                 raise _err(key, f"matrix key must be a dotted path into "
-                                f"{', '.join(f for f in cls.model_fields if f not in ('name', 'matrix'))}")
+                                f"{', '.join(f for f in cls.model_fields if f not in _NOT_MATRIX)}")
         return v
 
     @model_validator(mode="after")
     def _cross_references(self) -> Scenario:
         wl, system = self.workload, self.system
         for i, t in enumerate(wl.topics):
-            if t.replication_factor > system.brokers:
+            rf = self.replication_factor(t)
+            if rf > system.brokers:
+                given = "" if t.replication_factor is not None else f" ({system.kind}'s default)"
                 raise _err(f"workload.topics.{i}.replication_factor",
-                           f"{t.replication_factor} exceeds system.brokers ({system.brokers})")
+                           f"{rf}{given} exceeds system.brokers ({system.brokers})")
         for i, name in enumerate(self.prefill.topics or ()):
             if wl.topic(name) is None:
                 raise _err(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
@@ -391,7 +422,8 @@ class Scenario(_Model):
         controller_dead = store_stopped = False
         prev_at = 0.0
         added = self.added_broker_ids()
-        max_rf = max(t.replication_factor for t in wl.topics)
+        max_rf = max(self.replication_factor(t) for t in wl.topics)
+        placement = self.placement()
 
         def check_move(path: str, topic: str, partition: int, to: list[int]) -> None:
             t = wl.topic(topic)
@@ -424,7 +456,17 @@ class Scenario(_Model):
                 if a.broker is not None and a.broker not in exists:
                     raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")
             elif a.kind == "reassign":
-                check_move(p, a.topic, a.partition, a.to)
+                if a.replace is not None:
+                    t = wl.topic(a.topic)
+                    if t is None:
+                        raise _err(f"{p}.topic", f"unknown topic {a.topic!r} (not in workload.topics)")
+                    current = placement[a.topic].get(a.partition, [])
+                    if a.replace not in current:
+                        raise _err(f"{p}.replace", f"broker {a.replace} holds no replica of {a.topic}-{a.partition} "
+                                                   f"(its replicas at the start: {current})")
+                    if a.by in current:
+                        raise _err(f"{p}.by", f"broker {a.by} already holds a replica of {a.topic}-{a.partition}")
+                check_move(p, a.topic, a.partition, a.moves(placement)[0].to)
             elif a.kind == "move_set":
                 seen: set[tuple[str, int]] = set()
                 for j, m in enumerate(a.partitions):
@@ -511,6 +553,30 @@ class Scenario(_Model):
         if share is not None:
             s["replication_throttle_bytes_per_s"] = int(share * rate_bits(self.network.link_rate) / 8)
         return s
+
+    def replication_factor(self, topic: Topic) -> int:
+        """A topic's replication factor: its own, else the system's production default."""
+        if topic.replication_factor is not None:
+            return topic.replication_factor
+        return self.system.profile.replication_factor
+
+    def min_insync_replicas(self, topic: Topic) -> int:
+        """The system's production min.insync.replicas, never above the topic's replication factor."""
+        return min(self.system.profile.min_insync_replicas, self.replication_factor(topic))
+
+    def placement(self) -> dict[str, dict[int, list[int]]]:
+        """The fixed initial placement the runner creates topics with: replicas round-robin from
+        broker 1, partition after partition over all topics (hot-0 at replication factor 3 on
+        four brokers: [1, 2, 3])."""
+        n = self.system.brokers
+        out: dict[str, dict[int, list[int]]] = {}
+        j = 0
+        for t in self.workload.topics:
+            out[t.name] = {}
+            for p in range(t.partitions):
+                out[t.name][p] = [1 + (j + r) % n for r in range(self.replication_factor(t))]
+                j += 1
+        return out
 
     def added_broker_ids(self) -> dict[int, int]:
         """action index -> id of the broker that add_broker_and_rebalance action starts."""
@@ -814,7 +880,28 @@ def run_id_for(name: str, assignments: Sequence[tuple[str, Any]]) -> str:
     return _UNSAFE.sub("-", raw).strip("-")
 
 
+REPETITION_KEY = "rep"
+
+
+def split_repetition(run_id: str) -> tuple[str, int]:
+    """``(config id, repetition)`` of a run id: ``x__rep=2`` -> ``("x", 2)``; ``x`` -> ``("x", 1)``."""
+    head, sep, tail = run_id.rpartition(f"__{REPETITION_KEY}=")
+    if sep and tail.isdigit():
+        return head, int(tail)
+    return run_id, 1
+
+
 def _expand(scenario: Scenario, source: str) -> list[tuple[str, Scenario]]:
+    configs = _expand_matrix(scenario, source)
+    if scenario.repetitions == 1:
+        return configs
+    # Rounds: every configuration once, then again; a slow drift of the machine then shows as
+    # spread within each configuration instead of as a difference between configurations.
+    return [(run_id_for(run_id, [(REPETITION_KEY, k)]), sc) for k in range(1, scenario.repetitions + 1)
+            for run_id, sc in configs]
+
+
+def _expand_matrix(scenario: Scenario, source: str) -> list[tuple[str, Scenario]]:
     base = scenario.resolved()
     base["matrix"] = {}
     if not scenario.matrix:
@@ -852,5 +939,5 @@ def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
 __all__ = [
     "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "LINK_NODES", "MOVE_ACTIONS", "NETWORK_ACTIONS",
     "PartitionMove", "Prefill", "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
-    "builtin_scenarios", "expand", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
+    "builtin_scenarios", "expand", "split_repetition", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
 ]

@@ -181,7 +181,7 @@ def move_rows(with_leader_change=True):
 SCENARIO = {
     "name": "m",
     "system": {"kind": "replication", "brokers": 3},
-    "workload": {"topics": [{"name": "t", "partitions": 2}], "message_bytes": 100,
+    "workload": {"topics": [{"name": "t", "partitions": 2, "replication_factor": 1}], "message_bytes": 100,
                  "produce_rate_msgs_per_s": 4, "duration_s": 20},
     "actions": [{"at_s": 10, "kind": "reassign", "topic": "t", "partition": 0, "to": [2]}],
 }

@@ -166,7 +166,7 @@ def test_scenario_run_on_links(run_scenario):
     [(run_dir, s)] = run_scenario({
         "name": "links",
         "system": {"kind": "replication", "brokers": 3},
-        "workload": {"topics": [{"name": "hot", "partitions": 2}], "message_bytes": "1KiB",
+        "workload": {"topics": [{"name": "hot", "partitions": 2, "replication_factor": 1}], "message_bytes": "1KiB",
                      "produce_rate_msgs_per_s": 200, "duration_s": 10},
         "prefill": {"bytes_per_partition": "16MiB"},
         "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],  # from 1
@@ -206,7 +206,7 @@ def test_kill9_of_a_run_then_clean(tmp_path):
     spec = tmp_path / "killed.yaml"
     spec.write_text(json.dumps({
         "name": "killed", "system": {"kind": "replication", "brokers": 2},
-        "workload": {"topics": [{"name": "t", "partitions": 1}], "message_bytes": "1KiB",
+        "workload": {"topics": [{"name": "t", "partitions": 1, "replication_factor": 1}], "message_bytes": "1KiB",
                      "produce_rate_msgs_per_s": 50, "duration_s": 120},
         "network": {"link_rate": "100mbit"}}))
     results = tmp_path / "results"

@@ -80,7 +80,7 @@ def test_moves_under_load(run_scenario):
         "name": "moves-under-load",
         # Runner placement: one-0 on [1], two-0 on [2, 3].
         "system": {"kind": "replication", "brokers": 3, "extra": FAST},
-        "workload": {"topics": [{"name": "one", "partitions": 1}, {"name": "two", "partitions": 1,
+        "workload": {"topics": [{"name": "one", "partitions": 1, "replication_factor": 1}, {"name": "two", "partitions": 1,
                                                                     "replication_factor": 2}],
                      "message_bytes": "1KiB", "produce_rate_msgs_per_s": 800, "duration_s": 8},
         "prefill": {"bytes_per_partition": "256MiB"},

@@ -26,7 +26,7 @@ SMALL = {
     "description": "tiny end-to-end run",
     "system": {"kind": "replication", "brokers": 3, "replication_throttle_bytes_per_s": "8MiB",
                "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
-    "workload": {"topics": [{"name": "hot", "partitions": 2}], "message_bytes": "1KiB",
+    "workload": {"topics": [{"name": "hot", "partitions": 2, "replication_factor": 1}], "message_bytes": "1KiB",
                  "produce_rate_msgs_per_s": 200, "duration_s": 14},
     "prefill": {"bytes_per_partition": "2MiB"},
     "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],
@@ -34,7 +34,7 @@ SMALL = {
 
 
 def _bench(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="300")  # rich tables unfolded
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -75,6 +75,23 @@ def test_builtin_scenarios_listed(tmp_path):
         assert name in r.stdout
 
 
+def test_list_marks_interrupted_runs(tmp_path):
+    """A run killed before its summary (kill -9) and one stopped by Ctrl-C are marked, not hidden."""
+    killed = tmp_path / "small" / "20260101T000000Z"
+    killed.mkdir(parents=True)
+    (killed / "scenario.yaml").write_text(yaml.safe_dump(SMALL))
+    stopped = tmp_path / "small" / "20260101T000100Z"
+    stopped.mkdir(parents=True)
+    (stopped / "scenario.yaml").write_text(yaml.safe_dump(SMALL))
+    (stopped / "summary.json").write_text(json.dumps({"run_id": "small", "system": "replication", "completed": False,
+                                                      "error": "KeyboardInterrupt: signal 15", "checks": {}}))
+    r = _bench("list", "--results", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert out.count("│ interrupted (") == 2, r.stdout
+    assert "no summary.json" in out and "KeyboardInterrupt" in out
+
+
 # --------------------------------------------------------------------------------------------
 # A short real run
 
@@ -112,9 +129,20 @@ def test_short_run_end_to_end(small_run):
     assert move["partition_bytes"] >= 2 * 2**20
     assert move["bytes_moved_inter_broker"] >= 2 * 2**20
     assert summary["verify"]["complete"] == 2 and summary["verify"]["prefill_read"] > 0
-    for k in ("run_id", "scenario", "system", "started_at", "finished_at", "duration_s", "git_commit"):
+    for k in ("run_id", "scenario", "system", "started_at", "finished_at", "duration_s", "config_id"):
         assert summary[k] is not None, k
-    assert set(summary["machine"]) == {"cpus", "mem_gib", "platform", "python"}
+    assert (summary["config_id"], summary["repetition"], summary["repetitions"]) == ("small", 1, 1)
+    prov = summary["provenance"]
+    assert set(prov["machine"]) == {"cpus", "mem_gib", "kernel", "platform", "python"}
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert prov["git"]["commit"] == (head or None) and isinstance(prov["git"]["dirty"], bool) == bool(head)
+    assert prov["links_emulated"] is False and prov["date"].startswith(summary["started_at"][:10])
+    assert prov["versions"]["confluent-kafka"] and prov["versions"]["librdkafka"] and prov["versions"]["seaweedfs"]
+    conf = summary["configuration"]
+    assert (conf["system"], conf["replication_factor"], conf["min_insync_replicas"], conf["acks"]) == \
+        ("replication", 1, None, "all")
+    assert conf["throttle_bytes_per_s"] == 8 * 2**20 and conf["throttle_rule"] == "a fixed rate in bytes/s"
+    assert "page cache" in conf["ack_meaning"]
     for k in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "objstore_bandwidth_bytes_per_s",
               "message_bytes", "produce_rate_msgs_per_s", "brokers"):
         assert k in summary["params"], k

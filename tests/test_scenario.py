@@ -9,6 +9,7 @@ from bench.scenario import (
     expand,
     load_scenario,
     parse_scenario,
+    split_repetition,
 )
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "workloads" / "scenarios").glob("*.yaml"))
@@ -21,7 +22,7 @@ def minimal(**changes):
         "name": "t",
         "system": {"kind": "replication", "brokers": 3},
         "workload": {
-            "topics": [{"name": "hot", "partitions": 2}],
+            "topics": [{"name": "hot", "partitions": 2, "replication_factor": 1}],
             "message_bytes": "4KiB",
             "produce_rate_msgs_per_s": 100,
             "duration_s": 30,
@@ -66,11 +67,11 @@ def test_builtin_scenario_loads_and_expands(path):
 
 def test_reassign_one_matrix_run_ids_and_values():
     runs = dict(expand(load_scenario(REASSIGN_ONE)))
-    rid = "reassign-one__system.kind=shared__prefill.bytes_per_partition=64MiB"
+    rid = "reassign-one__system.kind=shared__prefill.bytes_per_partition=40MiB"
     assert rid in runs
     assert runs[rid].system.kind == "shared"
-    assert runs[rid].prefill.bytes_per_partition == 64 * 2**20
-    assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.replication_throttle_bytes_per_s is None
+    assert runs[rid].prefill.bytes_per_partition == 40 * 2**20
+    assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.replication_throttle_of_link == 0.5
     assert len(runs) == 4
 
 
@@ -179,19 +180,19 @@ def test_set_overrides(tmp_path):
         "prefill.topics=[hot]",
         "system.kind=shared",  # pins the system.kind matrix axis
         "system.extra.log.segment.bytes=1048576",  # config names keep their dots
-        "actions.0.to=[2]",
+        "actions.0.by=2",
         "checks.max_move_seconds=5",
     ])
     assert sc.workload.produce_rate_msgs_per_s == 1000
     assert sc.prefill.topics == ["hot"]
     assert sc.system.kind == "shared"
     assert sc.system.extra == {"log.segment.bytes": "1048576"}
-    assert sc.actions[0].to == [2]
+    assert sc.actions[0].moves(sc.placement())[0].to == [2]  # shared: hot-0 on [1] -> [2]
     assert sc.checks.max_move_seconds == 5
     assert list(sc.matrix) == ["prefill.bytes_per_partition"]
     assert [rid for rid, _ in expand(sc)] == [
-        "reassign-one__prefill.bytes_per_partition=16MiB",
-        "reassign-one__prefill.bytes_per_partition=64MiB",
+        "reassign-one__prefill.bytes_per_partition=8MiB",
+        "reassign-one__prefill.bytes_per_partition=40MiB",
     ]
     both = load_scenario(REASSIGN_ONE, ["system.kind=shared", "prefill.bytes_per_partition=1GiB"])
     assert both.matrix == {} and both.prefill.bytes_per_partition == 2**30
@@ -307,3 +308,58 @@ def test_network_actions_and_link_share_accepted():
     assert sc.settings()["replication_throttle_bytes_per_s"] == 6_250_000
     assert "replication_throttle_of_link" not in sc.settings()
     assert parse_scenario(minimal(), "x.yaml").settings()["replication_throttle_bytes_per_s"] is None
+
+
+def test_production_defaults_per_system():
+    """A topic without a replication factor gets its system's production default; the usual move
+    replaces one replica: [1,2,3] -> [4,2,3] for the copy system, [1] -> [4] for shared storage."""
+    runs = dict(expand(load_scenario(REASSIGN_ONE)))
+    copy = runs["reassign-one__system.kind=replication__prefill.bytes_per_partition=8MiB"]
+    shared = runs["reassign-one__system.kind=shared__prefill.bytes_per_partition=8MiB"]
+    hot = copy.workload.topic("hot")
+    assert hot.replication_factor is None
+    assert (copy.replication_factor(hot), copy.min_insync_replicas(hot)) == (3, 2)
+    assert (shared.replication_factor(hot), shared.min_insync_replicas(hot)) == (1, 1)
+    assert copy.placement()["hot"][0] == [1, 2, 3] and shared.placement()["hot"][0] == [1]
+    assert copy.actions[0].moves(copy.placement())[0].to == [4, 2, 3]
+    assert shared.actions[0].moves(shared.placement())[0].to == [4]
+    # At run time the move is resolved against the replicas the client sees then.
+    assert copy.actions[0].moves({"hot": {0: [2, 1, 3]}})[0].to == [2, 4, 3]
+
+
+@pytest.mark.parametrize("action, path, fragment", [
+    ({"replace": 4, "by": 3}, "actions.0.replace", "holds no replica"),
+    ({"replace": 1, "by": 2}, "actions.0.by", "already holds a replica"),
+    ({"replace": 1}, "actions.0.by", "go together"),
+    ({"replace": 1, "by": 1}, "actions.0.by", "by itself"),
+    ({"replace": 1, "by": 4, "to": [4]}, "actions.0.to", "not both"),
+])
+def test_replace_move_errors(action, path, fragment):
+    data = minimal()
+    data["system"]["brokers"] = 4
+    data["workload"]["topics"][0]["replication_factor"] = 2  # hot-0 on [1, 2]
+    data["actions"] = [{"at_s": 1, "kind": "reassign", "topic": "hot", "partition": 0, **action}]
+    err = error_of(data)
+    assert f"x.yaml: {path}: " in str(err) and fragment in str(err), str(err)
+
+
+def test_default_replication_factor_must_fit_the_brokers():
+    data = minimal()
+    data["system"]["brokers"] = 2
+    data["workload"]["topics"][0].pop("replication_factor", None)
+    data["actions"] = []
+    err = error_of(data)
+    assert "workload.topics.0.replication_factor: 3 (replication's default) exceeds system.brokers (2)" in str(err)
+
+
+def test_repetitions_expand_in_rounds():
+    sc = load_scenario(REASSIGN_ONE, ["repetitions=2", "matrix.prefill.bytes_per_partition=[16MiB]"])
+    ids = [rid for rid, _ in expand(sc)]
+    assert ids == ["reassign-one__system.kind=replication__prefill.bytes_per_partition=16MiB__rep=1",
+                   "reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB__rep=1",
+                   "reassign-one__system.kind=replication__prefill.bytes_per_partition=16MiB__rep=2",
+                   "reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB__rep=2"]
+    assert split_repetition(ids[3]) == ("reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB", 2)
+    assert split_repetition("reassign-one") == ("reassign-one", 1)
+    with pytest.raises(ScenarioError, match="matrix key must be a dotted path"):
+        load_scenario(REASSIGN_ONE, ["matrix.repetitions=[1,2]"])

@@ -38,7 +38,7 @@ def move_under_load(run_scenario, size: int):
         "name": f"shared-move-{size // MiB}MiB",
         "system": {"kind": "shared", "brokers": 3,
                    "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
-        "workload": {"topics": [{"name": "m", "partitions": 1}], "message_bytes": 1000,
+        "workload": {"topics": [{"name": "m", "partitions": 1, "replication_factor": 1}], "message_bytes": 1000,
                      "produce_rate_msgs_per_s": 400, "duration_s": 5},
         "prefill": {"bytes_per_partition": size},
         "actions": [{"at_s": 2, "kind": "reassign", "topic": "m", "partition": 0, "to": [2]}],

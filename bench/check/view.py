@@ -329,7 +329,7 @@ class HistoryView:
             if a.broker is None and sa is not None:
                 a.broker = sa.broker
             if sa is not None:
-                for m in sa.moves():
+                for m in sa.moves(sc.placement()):
                     a.planned.add((m.topic, m.partition))
                     a.targets.setdefault((m.topic, m.partition), list(m.to))
         return sorted((a for a in acts.values() if a.start is not None), key=lambda a: a.start)

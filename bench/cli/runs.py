@@ -94,21 +94,41 @@ def cmd_list(args) -> int:
             t.add_row(name, "-", f"[red]invalid: {exc}[/red]")
     console.print(t)
     root = Path(args.results)
-    runs = sorted(root.glob("*/*/summary.json")) + sorted(root.glob("*/*/*/summary.json"))
+    # A run directory is one with the run's scenario.yaml; a missing summary.json means the run
+    # never finished (killed), an error in it that the run stopped early.
+    run_dirs = sorted({p.parent for p in (*root.glob("*/*/scenario.yaml"), *root.glob("*/*/*/scenario.yaml"))},
+                      key=str)
     t = Table(title=f"past runs ({root})")
-    for col in ("run", "system", "started", "checks", "moves", "path"):
+    for col in ("run", "system", "started", "status", "checks", "moves", "path"):
         t.add_column(col, overflow="fold")
-    for p in sorted(runs, key=lambda p: str(p)):
+    for d in run_dirs:
         try:
-            s = json.loads(p.read_text())
-        except (OSError, ValueError):
+            s = json.loads((d / "summary.json").read_text())
+        except OSError:
+            t.add_row(d.name, "?", "?", "[red]interrupted[/red] (no summary.json)", "-", "-", str(d))
+            continue
+        except ValueError:
+            t.add_row(d.name, "?", "?", "[red]unreadable summary.json[/red]", "-", "-", str(d))
             continue
         moves = ", ".join(f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?"
                           for m in s.get("moves", [])) or "-"
-        t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")),
-                  str(s.get("checks", {}).get("valid")), moves, str(p.parent))
-    console.print(t if runs else f"no runs under {root}")
+        t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(s),
+                  verdict(s.get("checks", {}).get("valid")), moves, str(d))
+    console.print(t if run_dirs else f"no runs under {root}")
     return 0
+
+
+def run_status(summary: dict) -> str:
+    err = summary.get("error")
+    if summary.get("completed") and not err:
+        return "complete"
+    if err and "KeyboardInterrupt" in err:  # Ctrl-C or SIGTERM (sigterm_as_interrupt)
+        return f"[red]interrupted[/red] ({err})"
+    return f"[red]failed[/red] ({err})" if err else "[red]incomplete[/red]"
+
+
+def verdict(valid) -> str:
+    return {True: "pass", False: "[red]fail[/red]"}.get(valid, "unknown")
 
 
 def cmd_suite(args) -> int:

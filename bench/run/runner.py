@@ -37,7 +37,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -47,8 +46,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
-
-import psutil
 
 from bench.check import summary as summary_mod
 from bench.history.journal import MoveWindows, translate_all
@@ -66,11 +63,11 @@ from bench.history.names import (
     EVENT_VERIFY,
 )
 from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
-from bench.run import observe
+from bench.run import observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.load import prefill, verify
 from bench.run.progress import Progress
-from bench.scenario import Scenario, _split_path, expand
+from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
 from bench.run.state import RunState
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
 
@@ -97,38 +94,11 @@ def broker_config(sc: Scenario) -> dict[str, str]:
     return cfg
 
 
-def topic_configs(sc: Scenario) -> dict[str, str]:
-    return sc.profile.topic_configs(sc.settings())
-
-
-def placement(sc: Scenario) -> dict[str, dict[int, list[int]]]:
-    n = sc.system.brokers
-    out: dict[str, dict[int, list[int]]] = {}
-    j = 0
-    for t in sc.workload.topics:
-        out[t.name] = {}
-        for p in range(t.partitions):
-            out[t.name][p] = [1 + (j + r) % n for r in range(t.replication_factor)]
-            j += 1
-    return out
-
-
-def machine_info() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "mem_gib": round(psutil.virtual_memory().total / 2**30, 2),
-            "platform": platform.platform(), "python": platform.python_version()}
-
-
-def git_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        if not head:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
+def topic_configs(sc: Scenario, topic: Topic) -> dict[str, str]:
+    cfg = sc.profile.topic_configs(sc.settings())
+    if sc.replication_factor(topic) > 1:
+        cfg["min.insync.replicas"] = str(sc.min_insync_replicas(topic))
+    return cfg
 
 
 def _get_path(data: Any, path: str) -> Any:
@@ -151,6 +121,7 @@ class Run:
                  progress: Callable[[RunState], None] | None = None, keep_data: bool = False,
                  start_timeout_s: float = 90.0) -> None:
         self.run_id = run_id
+        self.config_id, self.repetition = split_repetition(run_id)
         self.sc = sc
         self.dir = Path(run_dir)
         self.matrix = dict(matrix or {})
@@ -219,8 +190,10 @@ class Run:
         params = summary_mod.params_of(sc, self.matrix)
         self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
-                                 "git_commit": git_commit(), "machine": machine_info(), "params": params,
-                                 "matrix": self.matrix}, ts=started)
+                                 "provenance": provenance.collect(links_emulated=sc.network.link_rate is not None),
+                                 "configuration": summary_mod.configuration_of(sc), "params": params,
+                                 "matrix": self.matrix, "config_id": self.config_id,
+                                 "repetition": self.repetition, "repetitions": sc.repetitions}, ts=started)
         error: BaseException | None = None
         try:
             self._run_body()
@@ -281,6 +254,11 @@ class Run:
             for (t, p), r in res.items():
                 self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
                            topic=t, partition=p)
+            # The prefill is acked by leaders; the load starts with every replica in sync, so
+            # followers catching up on the prefill neither delay acks=all nor overlap a move.
+            st.phase = "prefill: followers in sync"
+            self._notify()
+            self._wait_in_sync(180.0)
         st.phase = "load"
         self._notify()
         self._start_load()
@@ -330,9 +308,9 @@ class Run:
     def _create_topics(self) -> None:
         from kafka.admin import NewTopic
 
-        plan = placement(self.sc)
-        cfg = topic_configs(self.sc)
-        topics = [NewTopic(t.name, -1, -1, replica_assignments=plan[t.name], topic_configs=cfg)
+        plan = self.sc.placement()
+        cfg = {t.name: topic_configs(self.sc, t) for t in self.sc.workload.topics}
+        topics = [NewTopic(t.name, -1, -1, replica_assignments=plan[t.name], topic_configs=cfg[t.name])
                   for t in self.sc.workload.topics]
         res = self.admin().create_topics(topics, raise_errors=False)
         errs = [t for t in res.to_object()["topics"] if t["error_code"]] if hasattr(res, "to_object") else \
@@ -352,6 +330,20 @@ class Run:
                 return
             time.sleep(0.1)
         raise RunError(f"partitions without a leader {timeout:.0f}s after creation")
+
+    def _wait_in_sync(self, timeout: float) -> None:
+        deadline = time.time() + timeout
+        want = set(self.sc.partitions())
+        behind: list[str] = []
+        while time.time() < deadline:
+            with self.state.lock:
+                md = dict(self.state.metadata)
+            behind = [f"{t}-{p}" for t, p in sorted(want)
+                      if (t, p) not in md or set(md[(t, p)]["isr"]) != set(md[(t, p)]["replicas"])]
+            if not behind:
+                return
+            time.sleep(0.2)
+        raise RunError(f"replicas not in sync {timeout:.0f}s after the prefill: {', '.join(behind[:5])}")
 
     # -- metadata poller ---------------------------------------------------------------------
 

@@ -131,7 +131,10 @@ def move(run: Any, i: int, a: Action, t_zero: float) -> None:
     elif a.kind == "drain_broker":
         plan = drain_plan(run.state.metadata_snapshot(), brokers, a.broker, a.to)
     else:
-        plan = [(m.topic, m.partition, list(m.to)) for m in a.moves()]
+        current: dict[str, dict[int, list[int]]] = {}
+        for (t, p), m in run.state.metadata_snapshot().items():
+            current.setdefault(t, {})[p] = list(m.get("replicas") or ())
+        plan = [(m.topic, m.partition, list(m.to)) for m in a.moves(current)]
     md = run.state.metadata_snapshot()
     entries = [{"topic": t, "partition": p, "to": to, "from": md.get((t, p), {}).get("replicas")}
                for t, p, to in plan]

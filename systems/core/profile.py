@@ -77,9 +77,16 @@ class SystemProfile:
     bandwidth_label: str  # what that cap is called in reports
     single_owner: bool  # a move names exactly one target broker
     ack_meaning: str  # what an acknowledgement means (stated in the report)
+    # Production defaults: a topic without its own replication factor gets this one, and
+    # min.insync.replicas (never above the topic's replication factor).
+    replication_factor: int
+    min_insync_replicas: int
     broker_settings: Callable[[Settings], dict[str, str]]  # scenario settings -> Kafka-named settings
     topic_configs: Callable[[Settings], dict[str, str]]  # scenario settings -> topic configs
     journal: JournalMeaning = field(default_factory=JournalMeaning)
+    # scenario settings -> the system's own settings the report's configurations table shows
+    # (effective values, the system's defaults filled in)
+    describe: Callable[[Settings], dict[str, Any]] = lambda s: {}
     object_store: Service | None = None  # None: the system has no object store
 
     @property

@@ -32,6 +32,8 @@ PROFILE = SystemProfile(
     bandwidth_label="throttle",
     single_owner=False,
     ack_meaning="written to the page cache of every in-sync replica (no fsync; durability from replication)",
+    replication_factor=3,  # Kafka in production: RF 3, min.insync.replicas 2, acks=all
+    min_insync_replicas=2,
     broker_settings=broker_settings,
     topic_configs=topic_configs,
     journal=JournalMeaning(move_complete={"reassignment_completed": "leader"}),

@@ -15,6 +15,15 @@ def broker_settings(s: Settings) -> dict[str, str]:
     return cfg
 
 
+def describe(s: Settings) -> dict:
+    from systems.shared.settings import DEFAULTS  # the broker's own defaults (lazy: imports minio)
+
+    interval = s.get("wal_batch_interval_ms")
+    threshold = s.get("wal_upload_threshold_bytes")
+    return {"wal_batch_interval_ms": interval if interval is not None else DEFAULTS["wal.batch.interval.ms"],
+            "wal_upload_threshold_bytes": threshold if threshold is not None else DEFAULTS["wal.upload.threshold.bytes"]}
+
+
 def _start_object_store(ctx):
     from systems.shared.launch import start_object_store  # minio and SeaweedFS only when needed
 
@@ -33,8 +42,11 @@ PROFILE = SystemProfile(
     bandwidth_label="object-store cap",
     single_owner=True,
     ack_meaning="after the PUT of the broker's WAL object to object storage returned",
+    replication_factor=1,  # durability from the object store's WAL, not from broker replicas
+    min_insync_replicas=1,
     broker_settings=broker_settings,
     topic_configs=lambda s: {},
+    describe=describe,
     journal=JournalMeaning(
         move_complete={"shared_move_elected": "to"},
         request_phase={"shared_move_elected": ("since_request_s", "request_to_elect")},

@@ -98,7 +98,7 @@ def _contention_scenario(size: int, throttle: int | None) -> dict:
     return {
         "name": "bench-net-contention",
         "system": system,
-        "workload": {"topics": [{"name": TOPIC, "partitions": 1},
+        "workload": {"topics": [{"name": TOPIC, "partitions": 1, "replication_factor": 1},
                                 {"name": "load", "partitions": 2, "replication_factor": 2}],
                      "message_bytes": 1000, "produce_rate_msgs_per_s": 200.0, "producers": 1, "duration_s": 30.0},
         "prefill": {"bytes_per_partition": size, "topics": [TOPIC], "batch_bytes": prefill_batch},
@@ -179,7 +179,7 @@ def test_shared_throughput_bounded_by_objstore_link(benchmark, run_scenario):
         # 50 ms WAL interval: the 250 ms default caps one broker near 20 MB/s by itself
         # (test_shared_bench), which would hide the link.
         "system": {"kind": "shared", "brokers": 1, "wal_batch_interval_ms": 50.0},
-        "workload": {"topics": [{"name": "load", "partitions": 4}], "message_bytes": 4096,
+        "workload": {"topics": [{"name": "load", "partitions": 4, "replication_factor": 1}], "message_bytes": 4096,
                      "produce_rate_msgs_per_s": 10000.0, "producers": 2, "duration_s": 15.0},
         "network": {"link_rate": FAST_LINK, "client_link_rate": CLIENT_LINK},
         "matrix": {"network.object_store_link_rate": list(OBJSTORE_LINKS)},
@@ -228,7 +228,7 @@ def test_shared_failover_recovery_vs_objstore_link(benchmark, run_scenario):
         "system": {"kind": "shared", "brokers": 3, "wal_upload_threshold_bytes": 512 * MiB,
                    "extra": {"wal.upload.interval.ms": 600000, "broker.session.timeout.ms": 3000,
                              "broker.heartbeat.interval.ms": 500}},
-        "workload": {"topics": [{"name": "hot", "partitions": 3}], "message_bytes": 4096,
+        "workload": {"topics": [{"name": "hot", "partitions": 3, "replication_factor": 1}], "message_bytes": 4096,
                      "produce_rate_msgs_per_s": 1500.0, "producers": 1, "duration_s": 40.0},
         "actions": [{"at_s": 14.0, "kind": "kill_broker", "broker": 1},
                     {"at_s": 36.0, "kind": "restart_broker", "broker": 1}],

@@ -58,7 +58,7 @@ def test_produce_ack_latency_20mb_per_s(benchmark, run_scenario, wal_interval_ms
     [(run_dir, s)] = run_scenario({
         "name": "bench-ack-latency",
         "system": {"kind": "shared", "brokers": 1, "wal_batch_interval_ms": float(wal_interval_ms)},
-        "workload": {"topics": [{"name": "lat", "partitions": 4}], "message_bytes": 20_000,
+        "workload": {"topics": [{"name": "lat", "partitions": 4, "replication_factor": 1}], "message_bytes": 20_000,
                      "produce_rate_msgs_per_s": 1000.0, "producers": 1, "duration_s": 15.0},
     })
     assert not s.get("error") and s["checks"]["valid"] is True, (run_dir, s.get("error"), s["checks"]["failed"])
