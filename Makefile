@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test bench report bench-throughput bench-network bench-gate bench-gate-quick clean
+.PHONY: venv test bench report bench-throughput bench-network bench-gate bench-gate-quick bench-gate-baseline clean
 
 venv: $(STAMP)
 
@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
 
-# The main job: both systems, reassign-one at two partition sizes and broker-loss,
-# then the comparison table.
+# The main job: both systems in their production configurations, reassign-one at two partition
+# sizes and broker-loss, each configuration 3 times; then the Spark tables and the report.
 bench: $(STAMP)
 	$(PY) -m bench suite default
 	$(PY) -m bench aggregate results
@@ -36,24 +36,51 @@ bench-throughput: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_broker_throughput.py tests/benchmarks/test_replication_bench.py \
 		tests/benchmarks/test_shared_bench.py --benchmark-only --benchmark-columns=median,min,max,rounds -q -s
 
+# AutoMQ's reassignment workload (workloads/scenarios/automq-reassign.yaml): the highest rate each
+# system sustains with p99 ack latency <= 1 s, the CPU of every process and the load generator's
+# CPU per 1,000 messages (docs/measurements/automq.md); needs root or CAP_NET_ADMIN. Up to ~12 minutes.
+.PHONY: bench-automq
+bench-automq: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_automq_bench.py --benchmark-only \
+		--benchmark-columns=median,min,max,rounds -q -s
+
 # Moves, contention and the shared system's object-store bound on emulated links (issue 11's
 # figures, docs/measurements/network.md); needs root or CAP_NET_ADMIN. About 12 minutes.
 bench-network: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_network_bench.py --benchmark-only \
 		--benchmark-columns=median,min,max,rounds -q -s
 
-# Regression gates: compare with the baseline saved in .benchmarks/, fail if a median is more
-# than 35% slower (this 2-core machine's own run-to-run spread is up to ~30%).
-# Re-baseline: the same command with --benchmark-save=gate instead of the compare options.
+# Regression gates (tests/benchmarks/test_gate.py). Ratio gates assert absolute bounds inside the
+# tests (copy move / (bytes moved / throttle) in [0.9, 1.3], shared move 1 GiB / 64 MiB in
+# [0.75, 1.3], the load process's CPU per message shared / copy <= 1.5). Timing gates compare
+# medians with the baseline in .benchmarks/ and fail if one is more than TOL slower. TOL exceeds
+# the run-to-run noise measured on this 2-core machine with other work running (load average 5-9):
+# 3 full gate runs and 3 produce/fetch runs back to back, the largest median over the smallest of
+# each benchmark: produce 1.78x and fetch 1.15x in CPU seconds (their wall time varied 2.5x, so
+# they are timed in CPU seconds), aggregation 1.66x -> TOL_CPU 100%; copy move 1.10x, shared move
+# 1.12x, load CPU per 1,000 msgs 1.35x -> TOL_RUNS 50% (the ratio gates bound the moves tighter).
+# Quick set (CI) about 1.5 min, full about 6 min.
 GATE = $(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_gate.py --benchmark-only \
-	--benchmark-storage=file://.benchmarks --benchmark-compare --benchmark-compare-fail=median:35% \
-	--benchmark-columns=median,min,max,rounds -q
+	--benchmark-storage=file://.benchmarks --benchmark-compare --benchmark-columns=median,min,max,rounds -q
+TOL_CPU = 100
+TOL_RUNS = 50
+GATE_CPU = produce or fetch or aggregate
+GATE_RUNS = copy or shared or load_cpu
 
+# Both groups run; the target fails if either did.
 bench-gate: $(STAMP)
-	$(GATE)
+	$(GATE) --benchmark-compare-fail=median:$(TOL_CPU)% -k "$(GATE_CPU)"; a=$$?; \
+	$(GATE) --benchmark-compare-fail=median:$(TOL_RUNS)% -k "$(GATE_RUNS)"; exit $$((a | $$?))
 
 bench-gate-quick: $(STAMP)
-	$(GATE) -k quick
+	$(GATE) --benchmark-compare-fail=median:$(TOL_CPU)% -k "quick and ($(GATE_CPU))"; a=$$?; \
+	$(GATE) --benchmark-compare-fail=median:$(TOL_RUNS)% -k "quick and ($(GATE_RUNS))"; exit $$((a | $$?))
+
+# A new baseline, after an accepted change: refuses when tracked files differ from HEAD, runs every
+# gate with --benchmark-save, keeps the file only if all passed and it records the commit (clean)
+# and the machine, removes the older baseline and refreshes the README's gate figures. Commit them.
+bench-gate-baseline: $(STAMP)
+	$(PY) -m tests.benchmarks.baseline
 
 clean:
 	rm -rf $(VENV) results/*/ .pytest_cache

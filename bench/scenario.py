@@ -123,6 +123,9 @@ class Topic(_Model):
     partitions: Annotated[int, Field(strict=True, ge=1)]
     # None: the system's production default (its profile: replication 3, shared storage 1).
     replication_factor: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+    # None: the topic is served by the workload's shared producer pool. Given (for every topic):
+    # this many producers produce to this topic only (AutoMQ's producersPerTopicList).
+    producers: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
 
     @field_validator("name")
     @classmethod
@@ -181,6 +184,15 @@ class Workload(_Model):
             if t.name in seen:
                 raise _err(f"topics.{i}.name", f"duplicate topic {t.name!r} (also topics.{seen[t.name]})")
             seen[t.name] = i
+        per_topic = [t.producers is not None for t in self.topics]
+        if any(per_topic):
+            if not all(per_topic):
+                raise _err(f"topics.{per_topic.index(False)}.producers",
+                           "producers are per topic once one topic sets them: set them for every topic")
+            total = sum(t.producers for t in self.topics)
+            if self.producers != total:
+                # workload.producers stays the number of producers the load process starts.
+                raise _err("producers", f"must be the sum of the topics' producers ({total})")
         if self.shape.kind == "ramp" and self.shape.ramp_s > self.duration_s:
             raise _err("shape.ramp_s", f"must be <= duration_s ({self.duration_s})")
         return self

@@ -17,10 +17,13 @@ from bench.analysis.aggregate import (
 from bench.check import check_all
 from bench.check.summary import build_summary, dumps
 from bench.history.names import (
+    COUNTER_OBJSTORE,
     EVENT_ACTION_END,
     EVENT_ACTION_START,
+    EVENT_COUNTER,
     EVENT_LEADER_CHANGE,
     EVENT_LINK_SAMPLE,
+    EVENT_MOVE_PHASE,
     EVENT_RUN_START,
     SOURCE_CLIENT,
 )
@@ -105,7 +108,9 @@ def test_per_run_figures_agree_with_the_checkers(agg, results):
                     assert got[q] == pytest.approx(want[q], rel=1e-9), (key, scope, phase, q)
                 if scope == "all":
                     assert got["info_count"] == want["info_count"] and got["fail_count"] == want["fail_count"]
-        assert row["valid"] == "true" and row["lost_writes"] == "true"
+        assert row["valid"] == "pass" and row["lost_writes"] == "pass"
+        assert (row["lost_count"], row["duplicated_count"]) == (c["lost_writes"]["lost_count"],
+                                                                c["duplicates"]["duplicated_count"]) == (0, 0)
 
 
 def test_models_and_held_out_check(agg):
@@ -132,11 +137,13 @@ T0 = 1_900_000_000.0
 RATE = 20  # sends per second per partition
 
 
-def _fault_run(run_dir, system, stalls, events):
+def _fault_run(run_dir, system, stalls, events, start=None, edit=None):
     """Two partitions under a steady load for 40 s; ``stalls``: {partition: [(from_s, to_s, resume_s)]}
     = sends invoked in [from, to) are acked from ``resume`` on (in order); ``events``: (s, name, detail).
-    summary.json is built by the checkers (bench/check/summary.py), as the runner writes it."""
-    rows = [event_row(EVENT_RUN_START, T0, {"run_id": f"hand-{system}", "scenario": "hand-faults", "system": system})]
+    summary.json is built by the checkers (bench/check/summary.py), as the runner writes it (then
+    changed by ``edit``); ``start``: more run_start facts."""
+    rows = [event_row(EVENT_RUN_START, T0, {"run_id": f"hand-{system}", "scenario": "hand-faults", "system": system,
+                                            **(start or {})})]
     msg = 0
     for p in (0, 1):
         stalled = 0
@@ -157,7 +164,7 @@ def _fault_run(run_dir, system, stalls, events):
     with HistoryWriter(run_dir / "history.parquet", flush_rows=50_000, flush_interval_s=None) as w:
         w.extend(rows)
     summary = build_summary(read_history(run_dir / "history.parquet"), None)
-    (run_dir / "summary.json").write_text(dumps(summary))
+    (run_dir / "summary.json").write_text(dumps(edit(summary) if edit else summary))
     return summary
 
 
@@ -218,11 +225,108 @@ def test_fault_outages_equal_the_summary(spark, fault_results, tmp_path):
     assert fo["unavailable_seconds"] == pytest.approx(13.4 - (10 - 1 / RATE + 0.005), abs=1e-6)
     runs = {r["run_key"]: r for r in agg.tables["runs"]}
     assert runs["copy"]["max_unavailable_seconds"] == pytest.approx(kill["unavailable_seconds"])
-    cfg = {c["config_key"].split(":")[0]: c for c in agg.tables["configs"]}
-    assert cfg["hand-faults replication"]["unavailable_seconds_max"] == pytest.approx(kill["unavailable_seconds"])
+    # Per configuration: the faults' outages with their spread, the producers' worst gap.
+    cfg = {c["config_label"].split(":")[0]: c for c in agg.tables["configs"]}
+    copy_cfg = cfg["hand-faults replication"]
+    assert copy_cfg["faults"] == 2 and copy_cfg["moves"] == 0
+    assert (copy_cfg["outage_seconds_min"], copy_cfg["outage_seconds_max"]) == (
+        pytest.approx(ctl["unavailable_seconds"]), pytest.approx(kill["unavailable_seconds"]))
+    assert copy_cfg["producer_unavailable_seconds_max"] == pytest.approx(runs["copy"]["run_max_unavailable_seconds"])
+    assert copy_cfg["during_p99_ms"] > 1000  # from the kill to the restart: the stalled acks
     md = (agg.out_dir / "summary.md").read_text()
+    row = next(r for r in md.split("## Results per configuration", 1)[1].splitlines()
+               if r.startswith("| hand-faults replication"))
+    # outages 15.3 (kill, until the restart) and 4.24 (controller); recovered after 15 and 4 s
+    assert "| 9.79 (4.24–15.3) | 9.5 (4–15) | 15.3 |" in row and row.endswith("| – | – | 0 pass, 0 fail, 1 unknown |")
     assert "## Fault outages" in md and "| copy | replication | kill_broker | 1 | hot-0 | 15.3 | restart broker | 15 |" in md
     assert f"| shared | shared | kill_broker | 1 | hot-0 | {fmt_num(fo['unavailable_seconds'])} | failover to 2 | 3 |" in md
+
+
+# --- repetitions, provenance, move phases, bytes moved split -----------------------------------
+
+PROVENANCE = {"date": "2030-01-01T00:00:00Z", "git": {"commit": "abc123def4567890", "dirty": True},
+              "machine": {"cpus": 2, "mem_gib": 23.5, "kernel": "6.18.44", "platform": "Linux", "python": "3.11.7"},
+              "versions": {"reassign-bench": "0.1.0", "seaweedfs": "3.80"}, "links_emulated": True}
+CONFIGURATION = {"system": "shared", "label": "shared", "replication_factor": 1, "min_insync_replicas": None,
+                 "acks": "all", "ack_meaning": "after the WAL object's PUT", "throttle_bytes_per_s": None,
+                 "throttle_rule": None, "link_rate": "100mbit", "client_link_rate": "1gbit",
+                 "object_store_link_rate": "1gbit", "wal_batch_interval_ms": 200, "wal_upload_threshold_bytes": 2**29}
+
+
+def _without_split(summary):
+    """A summary from before the bytes split: the aggregate recomputes it from the raw rows."""
+    summary = json.loads(json.dumps(summary))
+    for m in summary["moves"]:
+        for k in ("bytes_written_during_move", "bytes_moved_at_request", "bytes_moved_during_move"):
+            del m[k]
+    return summary
+
+
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory):
+    """One shared configuration run three times: partition 0 moves at 10 s, its new owner leads
+    0.6 / 0.8 / 1.0 s later; sends from 10.2 s on wait for it. Start-up opens carry no action id."""
+    root = tmp_path_factory.mktemp("reps")
+    summaries = []
+    for rep, d in enumerate((0.6, 0.8, 1.0), start=1):
+        move = {"action_id": 0, "action": "reassign", "partitions": [{"topic": "hot", "partition": 0, "from": [1],
+                                                                       "to": [2]}]}
+        events = [(1, EVENT_MOVE_PHASE, {"phase": "open.open", "seconds": 0.01, "bytes": 0}),
+                  (10, EVENT_ACTION_START, move),
+                  (10 + d / 2, EVENT_MOVE_PHASE, {"action_id": 0, "phase": "close.wal_wait", "seconds": d / 2}),
+                  (10 + d / 2, EVENT_COUNTER, {"action_id": 0, "name": COUNTER_OBJSTORE, "value": 5000, "broker": 1,
+                                               "topic": "hot", "partition": 0}),
+                  (10 + d, EVENT_MOVE_PHASE, {"action_id": 0, "phase": "close.force_upload", "seconds": d / 2}),
+                  (10 + d, EVENT_MOVE_PHASE, {"action_id": 0, "phase": "request_to_elect", "seconds": d}),
+                  (10 + d, EVENT_LEADER_CHANGE, {"topic": "hot", "partition": 0, "leader": 2, "action_id": 0}),
+                  (10 + d + 0.01, EVENT_MOVE_PHASE, {"action_id": 0, "phase": "open.replay", "seconds": 0.01}),
+                  (11.5, EVENT_ACTION_END, {"action_id": 0, "action": "reassign"}),
+                  (39, EVENT_MOVE_PHASE, {"phase": "close.wal_wait", "seconds": 0.02, "bytes": 0})]
+        start = {"run_id": f"hand-rep__rep={rep}", "scenario": "hand-rep", "config_id": "hand-rep",
+                 "repetition": rep, "repetitions": 3, "provenance": PROVENANCE, "configuration": CONFIGURATION}
+        summaries.append(_fault_run(root / f"rep{rep}", "shared", {0: [(10.2, 10 + d, 10 + d + 0.01)]}, events,
+                                    start=start, edit=_without_split if rep == 3 else None))
+    return root, summaries
+
+
+def test_repetitions_provenance_phases_and_bytes_split(spark, repeated, tmp_path):
+    root, summaries = repeated
+    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    (cfg,) = agg.tables["configs"]  # the runs of one config_id are one configuration
+    secs = sorted(s["moves"][0]["move_seconds"] for s in summaries)
+    assert cfg["config_key"] == "hand-rep" and cfg["runs"] == cfg["repetitions"] == 3
+    assert (cfg["move_seconds_min"], cfg["move_seconds_median"], cfg["move_seconds_max"]) == tuple(
+        pytest.approx(x) for x in secs)
+    assert secs[0] == pytest.approx(0.61, abs=0.01) and secs[2] == pytest.approx(1.01, abs=0.01)
+    runs = sorted(agg.tables["runs"], key=lambda r: r["repetition"])
+    assert [r["repetition"] for r in runs] == [1, 2, 3] and all(r["repetitions"] == 3 for r in runs)
+    r = runs[0]
+    assert (r["date"], r["git_commit"], r["git_dirty"], r["links_emulated"]) == (
+        "2030-01-01T00:00:00Z", "abc123def4567890", True, True)
+    assert r["machine"] == "2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7"
+    # Phases of the move action only; the span from the request is marked, never a part.
+    ph = agg.tables["phases"]
+    assert {p["action_id"] for p in ph} == {"0"} and len(ph) == 3 * 4
+    assert {p["phase"] for p in ph if p["span"]} == {"request_to_elect"}
+    # Written during the move: acked on the partition from the request to the leader change; the
+    # summary's figure, and for a summary without it the same from the raw rows.
+    moves = sorted(agg.tables["moves"], key=lambda m: m["run_key"])
+    for m, s in zip(moves, summaries):
+        want = s["moves"][0]
+        assert m["bytes_written_during_move"] == want["bytes_written_during_move"] > 0, m["run_key"]
+        assert m["bytes_moved"] == 5000
+        assert m["bytes_moved_during_move"] == min(5000, want["bytes_written_during_move"])
+        assert m["bytes_moved_at_request"] + m["bytes_moved_during_move"] == m["bytes_moved"]
+    md = (agg.out_dir / "summary.md").read_text()
+    assert "- Git commit: abc123def456 (dirty)." in md and "- Links emulated (per-node NICs in network namespaces): yes." in md
+    assert "| shared | hand-rep (1 configuration) | 3 | 1 | n/a | acks=all | after the WAL object's PUT | none | " \
+           "100mbit / 1gbit / 1gbit | 200 ms | 512 MiB |" in md
+    row = next(x for x in md.split("## Results per configuration", 1)[1].splitlines() if x.startswith("| hand-rep"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["3", f"{fmt_num(secs[1])} ({fmt_num(secs[0])}–{fmt_num(secs[2])})"]
+    # No reads in these histories: the safety checks are unknown, neither passed nor counted as 0.
+    assert cells[-3:] == ["–", "–", "0 pass, 0 fail, 3 unknown"]
+    assert "| rep1 | shared | 1 of 3 |" in md
 
 
 # --- links: link_sample events, per-move link fill --------------------------------------------

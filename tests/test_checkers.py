@@ -462,3 +462,24 @@ def test_large_history_is_vectorised():
     assert result["lost_writes"]["lost_examples"] == [12_345]
     assert result["duplicates"]["valid"] is True and result["reordering"]["valid"] is True
     assert result["latency"]["run"]["p50_ms"] == pytest.approx(2.0, abs=1e-6)
+
+
+def test_bytes_moved_split_counts_writes_during_the_move_first():
+    from bench.check.moves import split_bytes_moved
+
+    # 46.7 MB moved for a 39.7 MB partition: 7 MB were written while it moved
+    assert split_bytes_moved(46_700_000, 7_000_000) == {"bytes_moved_at_request": 39_700_000,
+                                                        "bytes_moved_during_move": 7_000_000}
+    # a handover uploads a small tail: what was written during the move is at most what moved
+    assert split_bytes_moved(600_000, 1_400_000) == {"bytes_moved_at_request": 0, "bytes_moved_during_move": 600_000}
+    assert split_bytes_moved(600_000, None) == {"bytes_moved_at_request": None, "bytes_moved_during_move": None}
+
+
+def test_an_unknown_safety_check_counts_nothing():
+    from bench.check.safety import verdict, verdict_counts
+
+    result = check_all(to_table([r for r in clean_rows() if r["kind"] != "read"]))
+    assert result["duplicates"]["valid"] == "unknown" and result["duplicates"]["duplicated_count"] is None
+    assert result["reordering"]["reordered_count"] is None and result["unexpected"]["unexpected_count"] is None
+    assert [verdict(v) for v in (True, False, "unknown", None)] == ["pass", "fail", "unknown", "unknown"]
+    assert verdict_counts(["pass", "unknown", "pass", "fail"]) == "2 pass, 1 fail, 1 unknown"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 
 import pytest
@@ -19,8 +20,8 @@ def _tables():
                                         ("unknown", 8 * MiB)]):  # stored results of a system no profile has
         key = f"hand/t/{system}-{size}"
         secs = 0.5 + size / (0.9 * 4 * MiB) if system == "replication" else 0.7
-        runs.append({"run_key": key, "system": system, "config_key": key, "synthetic": True, "valid": "true",
-                     "lost_writes": "true", "duplicates": "true", "reordering": "true", "unexpected": "true",
+        runs.append({"run_key": key, "system": system, "config_key": key, "synthetic": True, "valid": "pass",
+                     "lost_writes": "pass", "duplicates": "pass", "reordering": "pass", "unexpected": "pass",
                      "timeline_t0": 100.0, "timeline_bin_s": 0.5, "load_start": 90.0})
         moves.append({"run_key": key, "system": system, "config_key": key, "action_id": "0", "action": "reassign",
                       "topic": "hot", "partition": 0, "request_ts": 100.0, "first_ack_ts": 100.0 + secs,
@@ -35,14 +36,19 @@ def _tables():
         for b in range(-10, 40):
             timeline.append({"run_key": key, "system": system, "bin": b, "t_rel_s": b * 0.5, "bin_s": 0.5, "sent": 50,
                              "acked": 50, "fail": 0, "info": 0, "acks_per_s": 100.0, "p50_ms": 3.0, "p99_ms": 9.0})
-        if system == "shared":
-            phases += [{"run_key": key, "system": system, "action_id": "0", "phase": "flush", "seconds": 0.2,
-                        "bytes": 2 * MiB},
-                       {"run_key": key, "system": system, "action_id": "0", "phase": "open", "seconds": 0.4,
-                        "bytes": 0}]
-    configs = [{"config_key": "hand", "runs": len(runs), "move_seconds_median": 1160.4, "unavailable_seconds_max": 0.4,
-                "partition_bytes_median": 39_636_172, "bytes_moved_median": 64 * MiB, "before_p99_ms": 9.0,
-                "during_p99_ms": 12345.0, "all_valid": "true"}]
+        if system == "shared":  # two parts and the span from the request that holds them
+            phases += [{"run_key": key, "system": system, "action_id": "0", "phase": ph, "span": span,
+                        "seconds": secs, "bytes": b}
+                       for ph, span, secs, b in (("close.flush", False, 0.2, 2 * MiB), ("request_to_elect", True, 0.5, 0),
+                                                 ("open.open", False, 0.4, 0))]
+    configs = [_config("hand", "hand", "replication", runs=3, repetitions=3, moves=3,
+                       move_seconds=(1160.4, 1100.0, 1200.0), unavailable_seconds=(0.4, 0.4, 0.4),
+                       partition_bytes=(39_636_172, 39_636_172, 39_636_172),
+                       bytes_moved=(48_968_499, 46 * MiB, 50 * MiB),
+                       bytes_moved_at_request=(41_943_040, 41_943_040, 41_943_040),
+                       bytes_moved_during_move=(7_025_459, 4 * MiB, 8 * MiB),
+                       before_p99_ms=9.0, during_p99_ms=12345.0, lost_count=0, duplicated_count=0,
+                       valid_pass=2, valid_unknown=1, configuration=COPY_CONFIGURATION)]
     # broker-loss: the copy system's outage lasts until the restart (two runs), the shared one's
     # until the failover a client saw.
     outages = []
@@ -51,18 +57,43 @@ def _tables():
             ("hand/bl/replication-b", "replication", 14.8, "restart_broker", 14.9, None),
             ("hand/bl/shared", "shared", 4.3, "leader_change", 3.1, 2)]:
         runs.append({"run_key": key, "system": system, "config_key": f"broker-loss {system}", "synthetic": True,
-                     "valid": "true"})
+                     "valid": "pass"})
         outages.append({"run_key": key, "run_id": key, "scenario": "broker-loss", "system": system,
                         "config_key": f"broker-loss {system}", "action_id": "0", "action": "kill_broker", "broker": 1,
                         "start_ts": 100.0, "partitions": "hot-0", "unavailable_seconds": secs,
                         "worst_partition": "hot-0", "recovered_by": by, "new_leader": leader,
                         "recovery_seconds": rec, "first_ack_seconds": secs - 1})
+    configs += [_config(f"broker-loss {system}", "broker-loss", system, runs=n, faults=n, outage_seconds=o,
+                        recovery_seconds=rec, producer_unavailable_seconds=o, lost_count=0, duplicated_count=0,
+                        valid_pass=n)
+                for system, n, o, rec in (("replication", 2, (15.0, 14.8, 15.2), (14.95, 14.9, 15.0)),
+                                          ("shared", 1, (4.3, 4.3, 4.3), (3.1, 3.1, 3.1)))]
     links, move_links = _links(moves)
     t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
          "configs": configs, "outages": outages, "links": links, "move_links": move_links}
     _, model_tables = fit_models(moves)
     t.update(model_tables)
     return t
+
+
+COPY_CONFIGURATION = {"system": "replication", "label": "copy", "replication_factor": 3, "min_insync_replicas": 2,
+                      "acks": "all", "ack_meaning": "when the in-sync replicas have it in their page cache",
+                      "throttle_bytes_per_s": 4 * MiB, "throttle_rule": "a third of the link per move",
+                      "link_rate": "100mbit", "client_link_rate": "1gbit", "object_store_link_rate": None,
+                      "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None}
+
+
+def _config(key, scenario, system, runs, configuration=None, **figures):
+    """A configs-table row: figures given as (median, min, max) spread, others as they are."""
+    row = {"config_key": key, "config_label": key, "scenario": scenario, "system": system, "runs": runs,
+           "moves": 0, "faults": 0, "configuration": json.dumps(configuration) if configuration else None,
+           "valid_pass": 0, "valid_fail": 0, "valid_unknown": 0}
+    for name, v in figures.items():
+        if isinstance(v, tuple):
+            row.update({f"{name}_median": v[0], f"{name}_min": v[1], f"{name}_max": v[2]})
+        else:
+            row[name] = v
+    return row
 
 
 LINK_RUNS = ("replication-4194304", "replication-67108864", "shared-67108864")  # run on links
@@ -120,10 +151,14 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     assert len(captions) == 7 and all("run(s)" in c for c in captions)
     assert "8.2 TB" in md and "Held-out" in md and "Safety verdicts" in md
     # Labels come from the profiles; a system without one keeps its name.
-    assert "**replication copy (Kafka)**: 3 measured move(s)" in md
+    assert "**replication copy (Kafka)**: 3 measured move(s) in 3 run(s)" in md
     assert "**shared storage (AutoMQ-style)**: 2 measured move(s)" in md and "**unknown**: 1 measured move(s)" in md
-    assert "| hand | 6 | 1160 | 0.4 | 37.8 MiB | 64 MiB | 9 | 12345 | true |" in md  # never 1.16e+03
-    assert not re.search(r"\de\+\d", md)
+    # Medians with their spread (never 1.16e+03); an unknown verdict is counted as unknown.
+    assert ("| hand | 3 | 1160 (1100–1200) | 0.4 | – | – | – | 9 | 12345 | 0 | 0 | 2 pass, 0 fail, 1 unknown |"
+            in md)
+    assert "| hand | 3 | 37.8 MiB | 46.7 MiB (46 MiB–50 MiB) | 40 MiB | 6.7 MiB (4 MiB–8 MiB) |" in md
+    text = re.sub(r"base64,[A-Za-z0-9+/=]+", "", html)
+    assert not re.search(r"\de[+-]\d", md) and not re.search(r"\de[+-]\d", text)
 
 
 def test_fault_outages_until_recovery(tmp_path):
@@ -186,6 +221,65 @@ def test_no_runs_on_links_says_so(tmp_path):
     assert [x for x in fill.splitlines() if x.strip()] == [NO_LINKS]
     assert _png_size((out["figures"] / "links.png").read_bytes())[1] < 300  # one line, not an empty grid
     assert html.count(NO_LINKS) == 2
+
+
+def test_every_scenario_has_its_figures(tmp_path):
+    md = _report(tmp_path, _tables())["markdown"].read_text()
+    section = md.split("## Results per configuration", 1)[1].split("\n## ", 1)[0]
+    rows = {r.split("|")[1].strip(): r for r in section.splitlines() if r.startswith("| ") and "|---" not in r}
+    # broker-loss: no move, its outage, recovery and the producers' worst gap, with their spread
+    assert rows["broker-loss replication"] == ("| broker-loss replication | 2 | – | – | 15 (14.8–15.2) | 14.9 (14.9–15) "
+                                               "| 15 (14.8–15.2) | – | – | 0 | 0 | 2 pass, 0 fail, 0 unknown |")
+    assert rows["broker-loss shared"].startswith("| broker-loss shared | 1 | – | – | 4.3 | 3.1 | 4.3 |")
+
+
+def test_verdicts_are_pass_fail_unknown_with_counts(tmp_path):
+    t = _tables()
+    t["runs"][0].update(valid="unknown", duplicates="unknown")
+    t["runs"][1].update(valid="fail", lost_writes="fail", failed_checks="lost_writes")
+    out = _report(tmp_path, t)
+    md, html = out["markdown"].read_text(), out["html"].read_text()
+    assert "- Safety verdicts over 9 run(s): 7 pass, 1 fail, 1 unknown; failed: hand/t/replication-16777216." in md
+    section = md.split("## Safety verdicts", 1)[1].split("\n## ", 1)[0]
+    assert "true" not in section and "false" not in section
+    # the broker-loss runs' summaries name no per-check verdicts: unknown, never pass
+    assert "- valid: 7 pass, 1 fail, 1 unknown" in section and "- duplicates: 5 pass, 0 fail, 4 unknown" in section
+    assert "| hand/t/replication-4194304 | replication copy (Kafka) | unknown | pass | unknown | pass | pass |  |" in section
+    assert "<td class='unk'>unknown</td>" in html and "<td class='bad'>fail</td>" in html
+
+
+def test_report_opens_with_provenance_and_the_configurations_compared(tmp_path):
+    t = _tables()
+    for i, r in enumerate(t["runs"]):
+        if i < 6:  # the other runs' summaries carry no provenance
+            r.update(date=f"2030-01-0{1 + i // 3}T00:00:00Z", git_commit="abc123def4567890", git_dirty=i == 0,
+                     machine="2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7", links_emulated=True,
+                     versions=json.dumps({"confluent-kafka": "2.6.0", "seaweedfs": "3.80"}))
+    md = _report(tmp_path, t)["markdown"].read_text()
+    head = md.split("## Headline", 1)[0]
+    assert head.index("## Provenance") < head.index("## Configurations compared")
+    assert "- Machine: 2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7 (6 runs); unknown (3 runs)." in head
+    assert "- Date (UTC): 2030-01-01 00:00 to 2030-01-02 00:00 (3 runs unknown)." in head
+    assert "- Git commit: abc123def456 (5 runs); abc123def456 (dirty) (1 run); unknown (3 runs)." in head
+    assert "- Versions: confluent-kafka 2.6.0, seaweedfs 3.80 (6 runs); unknown (3 runs)." in head
+    assert "- Links emulated (per-node NICs in network namespaces): unknown (3 runs); yes (6 runs)." in head
+    assert ("| replication copy (Kafka) | hand (1 configuration) | 3 | 3 | 2 | acks=all | when the in-sync replicas have "
+            "it in their page cache | 4 MiB/s (a third of the link per move) | 100mbit / 1gbit / none | n/a | n/a |"
+            in head)
+    # a configuration whose summaries predate the configuration block: unknown, never guessed
+    assert "| shared storage (AutoMQ-style) | broker-loss (1 configuration) | 1 | unknown | unknown |" in head
+
+
+def test_phase_chart_never_stacks_a_span_on_its_parts(tmp_path):
+    from bench.analysis.report import phase_bars
+
+    parts, spans, part_names, span_names = phase_bars(_tables())
+    assert part_names == ["close.flush", "open.open"] and span_names == ["request_to_elect"]
+    k = ("hand/t/shared-67108864", "0")
+    assert sum(parts[k].values()) == pytest.approx(0.6) and dict(spans[k]) == {"request_to_elect": 0.5}
+    md = _report(tmp_path, _tables())["markdown"].read_text()
+    cap = md.split("## Move phase breakdown", 1)[1].split("\n## ", 1)[0]
+    assert "never stacked" in cap and "2 run(s)" in cap
 
 
 def test_missing_aggregate_is_a_clear_error(tmp_path):

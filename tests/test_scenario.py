@@ -363,3 +363,23 @@ def test_repetitions_expand_in_rounds():
     assert split_repetition("reassign-one") == ("reassign-one", 1)
     with pytest.raises(ScenarioError, match="matrix key must be a dotted path"):
         load_scenario(REASSIGN_ONE, ["matrix.repetitions=[1,2]"])
+
+
+def test_configuration_states_each_systems_terms():
+    """The report's configurations table: each system's production settings, its acknowledgement,
+    the throttle rule (copy only) and the shared system's effective WAL settings."""
+    from bench.check.summary import configuration_of
+    from systems.shared.settings import DEFAULTS
+
+    runs = dict(expand(load_scenario(REASSIGN_ONE)))
+    copy = configuration_of(runs["reassign-one__system.kind=replication__prefill.bytes_per_partition=8MiB"])
+    shared = configuration_of(runs["reassign-one__system.kind=shared__prefill.bytes_per_partition=8MiB"])
+    assert (copy["replication_factor"], copy["min_insync_replicas"], copy["acks"]) == (3, 2, "all")
+    assert copy["throttle_bytes_per_s"] == 6_250_000 and copy["throttle_rule"].startswith("50% of a broker's 100mbit")
+    assert copy["object_store_link_rate"] is None and copy["wal_batch_interval_ms"] is None
+    assert (shared["replication_factor"], shared["min_insync_replicas"], shared["throttle_bytes_per_s"]) == (1, None, None)
+    assert shared["wal_batch_interval_ms"] == DEFAULTS["wal.batch.interval.ms"]
+    assert shared["wal_upload_threshold_bytes"] == DEFAULTS["wal.upload.threshold.bytes"]
+    assert shared["object_store_link_rate"] == "1gbit" and "WAL object" in shared["ack_meaning"]
+    assert copy["ack_meaning"] != shared["ack_meaning"]
+    assert copy["acks"] == shared["acks"] == "all" and copy["linger_ms"] == shared["linger_ms"]  # one client

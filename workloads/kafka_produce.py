@@ -47,7 +47,10 @@ from locust.env import Environment
 
 import workloads.shapes as _shapes  # module import: keeps shape classes out of this namespace
 
-from workloads.messages import ID_HEADER, PREFILL_HEADER, PRODUCER_HEADER  # noqa: E402,F401
+from workloads.messages import (  # noqa: E402,F401
+    ID_HEADER, PREFILL_HEADER, PRODUCER_ACKS, PRODUCER_HEADER, PRODUCER_LINGER_MS,
+)
+from workloads.topics import parse_topics, topic_of_user  # noqa: E402
 
 # Errors after which the message was certainly not written (never left the client, or the
 # broker rejected it for good). Everything else is "info": it may have been written.
@@ -59,7 +62,7 @@ FAIL_CODES = frozenset({
 
 OPTION_DEFAULTS: dict[str, Any] = {
     "kafka_bootstrap": "127.0.0.1:9092",
-    "kafka_topics": "events",  # name[:partitions],... (partitions looked up if omitted)
+    "kafka_topics": "events",  # name[:partitions[:producers]],... (partitions looked up if omitted)
     "kafka_message_bytes": 4096,
     "kafka_rate": 1000.0,  # total msgs/s over all users; 0 = as fast as the client queue takes
     "kafka_users": 1,
@@ -81,7 +84,8 @@ def _add_options(parser) -> None:
     g.add_argument("--kafka-bootstrap", env_var="KAFKA_BOOTSTRAP", default=OPTION_DEFAULTS["kafka_bootstrap"],
                    help="bootstrap servers host:port[,host:port]")
     g.add_argument("--kafka-topics", env_var="KAFKA_TOPICS", default=OPTION_DEFAULTS["kafka_topics"],
-                   help="topics to produce to: name[:partitions],...")
+                   help="topics to produce to: name[:partitions[:producers]],... (with producers given for "
+                        "every topic, each user produces to one topic only; users = their sum)")
     g.add_argument("--kafka-message-bytes", env_var="KAFKA_MESSAGE_BYTES", type=int,
                    default=OPTION_DEFAULTS["kafka_message_bytes"])
     g.add_argument("--kafka-rate", env_var="KAFKA_RATE", type=float, default=OPTION_DEFAULTS["kafka_rate"],
@@ -110,19 +114,6 @@ def options(**overrides: Any):
     if unknown:
         raise TypeError(f"unknown kafka option(s): {sorted(unknown)}")
     return Namespace(**{**OPTION_DEFAULTS, **overrides})
-
-
-def parse_topics(spec: str) -> list[tuple[str, int | None]]:
-    out = []
-    for item in str(spec).split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, _, parts = item.partition(":")
-        out.append((name, int(parts) if parts else None))
-    if not out:
-        raise ValueError("no topics given (--kafka-topics name[:partitions],...)")
-    return out
 
 
 class ProduceError(Exception):
@@ -170,8 +161,15 @@ class KafkaProducerUser(User):
         self.pname_b = self.pname.encode()
         self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
         self.size = len(self.payload)
-        conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": "all", "enable.idempotence": True,
-                "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
+        # linger.ms: an idempotent librdkafka producer allows 5 requests in flight per broker, and
+        # while all 5 wait for acks with a batch ready to go, its broker thread busy-polls
+        # (millions of wakeups a second; docs/measurements/automq.md). At linger.ms=5 five
+        # requests cover 25 ms, so a system acking later (the shared system acks after a WAL PUT,
+        # ~0.25-0.5 s) cost 7-10x the CPU per message; at 250 ms they cover 1.25 s of acks of
+        # one partition (less with more partitions on one broker; at high rates batches fill
+        # batch.size before linger.ms and go out earlier).
+        conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": PRODUCER_ACKS, "enable.idempotence": True,
+                "linger.ms": PRODUCER_LINGER_MS, "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
                 "partitioner": "murmur2_random"}
         if o.kafka_producer_config:
             import json
@@ -182,8 +180,11 @@ class KafkaProducerUser(User):
         self.rows: list[dict] = []
         self.stats = getattr(self.environment, "kafka_stats", None)
         topics = parse_topics(o.kafka_topics)
+        own = topic_of_user(topics, self.index)
+        if own is not None:
+            topics = [topics[own]]
         resolved = []
-        for name, n in topics:
+        for name, n, _ in topics:
             if n is None:
                 md = self.producer.list_topics(name, timeout=10)  # once, at start
                 n = len(md.topics[name].partitions)

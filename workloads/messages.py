@@ -6,6 +6,10 @@ ID_HEADER = "id"  # decimal message id, unique per run, increasing in send order
 PRODUCER_HEADER = "p"  # the producer's name (history column `producer`)
 PREFILL_HEADER = "prefill"  # present on prefill records (they have no id: msg_id -1 when read)
 
+# The load's producer settings, the same against every system (the report states them).
+PRODUCER_ACKS = "all"  # with enable.idempotence
+PRODUCER_LINGER_MS = 250  # why not 5: workloads/kafka_produce.py, KafkaProducerUser.on_start
+
 
 def parse_headers(headers) -> tuple[int, str | None]:
     """Message headers -> (msg_id, producer); msg_id -1 for prefill / foreign records."""

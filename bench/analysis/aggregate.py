@@ -37,8 +37,10 @@ import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
 from bench.check.moves import (
-    LINK_WAYS, check_bytes_moved, fault_recoveries, move_link_fill, move_markers, outage_of,
+    BYTES_SPLIT_NOTE, LINK_WAYS, check_bytes_moved, fault_recoveries, move_link_fill, move_markers, outage_of,
+    split_bytes_moved,
 )
+from bench.check.safety import VERDICTS, verdict, verdict_counts
 from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
 from bench.history.store import SCHEMA
@@ -51,6 +53,13 @@ APPROX_ACCURACY = 100_000
 QUANTILES = (0.5, 0.99, 0.999)
 EVENT_COLS = ("kind", "ts", "msg_id", "topic", "partition", "event", "detail")
 SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected")
+SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", "reordering": "reordered_count",
+                 "unexpected": "unexpected_count"}
+# Per-configuration figures given as median, min and max over its runs (configs table).
+SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
+                  "producer_unavailable_seconds", "partition_bytes", "bytes_moved", "bytes_moved_at_request",
+                  "bytes_moved_during_move")
+UNKNOWN = "unknown"  # a provenance or configuration fact a summary does not carry
 NICE_BINS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
 TIMELINE_BINS = 60  # at most this many bins per run timeline (coarse enough not to alias batched acks)
 TIMELINE_ACCURACY = 1_000  # per-bin latency quantiles for the figure only (rank error <= n / 1000)
@@ -67,7 +76,11 @@ F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
     "runs": [
         ("run_key", STR), ("run_id", STR), ("run_dir", STR), ("scenario", STR), ("system", STR),
-        ("config_key", STR), ("synthetic", BOOL), ("started_at", STR), ("duration_s", F64), ("git_commit", STR),
+        ("config_key", STR), ("config_label", STR), ("repetition", I64), ("repetitions", I64),
+        ("synthetic", BOOL), ("started_at", STR), ("duration_s", F64),
+        # summary.json's provenance (null / "unknown" for a summary written before it existed)
+        ("date", STR), ("git_commit", STR), ("git_dirty", BOOL), ("machine", STR), ("versions", STR),
+        ("links_emulated", BOOL), ("configuration", STR),
         ("prefill_bytes_per_partition", F64), ("replication_throttle_bytes_per_s", F64),
         ("objstore_bandwidth_bytes_per_s", F64), ("bandwidth_bytes_per_s", F64), ("message_bytes", F64),
         ("produce_rate_msgs_per_s", F64), ("brokers", I64),
@@ -80,6 +93,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("run_max_unavailable_seconds", F64), ("bytes_moved", F64),
         ("valid", STR), ("failed_checks", STR),
         ("lost_writes", STR), ("duplicates", STR), ("reordering", STR), ("unexpected", STR),
+        ("lost_count", I64), ("duplicated_count", I64), ("reordered_count", I64), ("unexpected_count", I64),
         ("timeline_t0", F64), ("timeline_bin_s", F64),
     ],
     "moves": [
@@ -90,6 +104,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("unavailable_seconds", F64),
         ("partition_bytes", F64), ("partition_bytes_source", STR), ("produced_bytes_before_move", F64),
         ("bytes_moved_inter_broker", F64), ("bytes_moved_objstore", F64), ("bytes_moved", F64),
+        ("bytes_written_during_move", F64), ("bytes_moved_at_request", F64), ("bytes_moved_during_move", F64),
         ("bytes_source", STR), ("unuploaded_bytes", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
         ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
@@ -122,19 +137,25 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("rx_mean_bytes_per_s", F64), ("rx_peak_bytes_per_s", F64),
     ],
     "errors": [("run_key", STR), ("system", STR), ("outcome", STR), ("error", STR), ("count", I64)],
-    "phases": [("run_key", STR), ("system", STR), ("action_id", STR), ("phase", STR),
-               ("seconds", F64), ("bytes", F64)],
+    # move_phase events of move actions; span: a phase timed from the request that holds other
+    # phases (the system's profile names it), never to be stacked on them.
+    "phases": [("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("phase", STR),
+               ("span", BOOL), ("seconds", F64), ("bytes", F64)],
     "timeline": [("run_key", STR), ("system", STR), ("bin", I64), ("t_rel_s", F64), ("bin_s", F64),
                  ("sent", I64), ("acked", I64), ("fail", I64), ("info", I64),
                  ("acks_per_s", F64), ("p50_ms", F64), ("p99_ms", F64)],
+    # Per configuration (its repetitions pooled): a figure's median, min and max over its runs'
+    # values (moves / faults); latency quantiles pooled from the raw samples of all its runs.
     "configs": [
-        ("config_key", STR), ("scenario", STR), ("system", STR), ("prefill_bytes_per_partition", F64),
+        ("config_key", STR), ("config_label", STR), ("scenario", STR), ("system", STR),
+        ("configuration", STR), ("prefill_bytes_per_partition", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
-        ("bandwidth_bytes_per_s", F64), ("runs", I64), ("run_keys", STR), ("moves", I64), ("move_seconds_median", F64),
-        ("move_seconds_min", F64), ("move_seconds_max", F64), ("move_seconds_stdev", F64),
-        ("unavailable_seconds_median", F64), ("unavailable_seconds_max", F64),
-        ("partition_bytes_median", F64), ("bytes_moved_median", F64),
-        ("during_p99_ms", F64), ("before_p99_ms", F64), ("all_valid", STR),
+        ("bandwidth_bytes_per_s", F64), ("runs", I64), ("repetitions", I64), ("run_keys", STR), ("moves", I64),
+        *[(f"{m}_{s}", F64) for m in SPREAD_FIGURES for s in ("median", "min", "max")],
+        ("move_seconds_stdev", F64), ("faults", I64),
+        ("during_p99_ms", F64), ("before_p99_ms", F64),
+        ("lost_count", I64), ("duplicated_count", I64),
+        *[(f"valid_{v}", I64) for v in VERDICTS],
     ],
     "model_fit": [
         ("system", STR), ("mode", STR), ("fixed_s", F64), ("fixed_se", F64), ("slope", F64),
@@ -203,7 +224,8 @@ class Run:
     summary: dict[str, Any]
     history_files: list[Path]
     scenario: Any = None
-    config_key: str = ""
+    config_key: str = ""  # what groups repetitions: summary.json's config_id, else config_label
+    config_label: str = ""
     # Filled by the aggregation:
     stats: dict[str, Any] = field(default_factory=dict)
     view: HistoryView | None = None
@@ -242,6 +264,13 @@ class Run:
             if rate:
                 caps.append(rate_bits(rate) / 8)
         return min(caps) if caps else None
+
+
+def span_phases(system: str) -> set[str]:
+    """The move phases a system times from the request (its profile's ``request_phase``): each
+    holds the phases the move went through before it."""
+    p = PROFILES.get(system)
+    return {phase for _, phase in p.journal.request_phase.values()} if p is not None else set()
 
 
 def history_files(run_dir: Path) -> list[Path]:
@@ -285,7 +314,8 @@ def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], l
             key = d.name if d == root.resolve() else d.relative_to(root.resolve()).as_posix()
             run = Run(len(runs), key, sj.parent, summary, files)
             run.scenario = _load_scenario(sj.parent / "scenario.yaml", warnings)
-            run.config_key = config_key(run)
+            run.config_label = config_key(run)
+            run.config_key = str(summary.get("config_id") or run.config_label)
             runs.append(run)
     keys = [r.run_key for r in runs]
     if len(set(keys)) != len(keys):  # same relative path under two roots: use full paths
@@ -316,7 +346,8 @@ def _fmt_b(v: Any, per_s: bool = False) -> str:
 
 
 def config_key(run: Run) -> str:
-    """Runs with the same scenario, system and sweep parameters are repeats of one configuration."""
+    """A configuration described for people (scenario, system and sweep parameters); it groups
+    repetitions of runs whose summary names no ``config_id``."""
     name = str(run.summary.get("scenario") or (run.scenario.name if run.scenario else "?"))
     parts = [f"prefill {_fmt_b(run.param('prefill_bytes_per_partition'))}"]
     p = PROFILES.get(run.system)
@@ -584,9 +615,16 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
         bm = check_bytes_moved(v)
         for a in bm["actions"]:
             bytes_by_action[(r.idx, str(a["action_id"]))] = a
+        # Phases of move actions only: a broker also opens and closes partitions at start-up and
+        # shutdown (no action id), which are no move's.
+        move_ids = {str(a.action_id) for a in acts if a.kind in MOVE_ACTIONS}
+        spans = span_phases(r.system)
         for e in v.events_named(EVENT_MOVE_PHASE):
-            phases_rows.append({"run_key": r.run_key, "system": r.system, "action_id": str(e.action_id),
-                                "phase": str(e.detail.get("phase")),
+            if e.action_id is None or str(e.action_id) not in move_ids:
+                continue
+            phase = str(e.detail.get("phase"))
+            phases_rows.append({"run_key": r.run_key, "system": r.system, "config_key": r.config_key,
+                                "action_id": str(e.action_id), "phase": phase, "span": phase in spans,
                                 "seconds": float(e.detail.get("seconds") or 0.0),
                                 "bytes": float(e.detail.get("bytes") or 0.0)})
         moves_acts = [a for a in acts if a.kind in MOVE_ACTIONS] or acts
@@ -690,7 +728,8 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
     * per (run, action, partition) window ``[w0, w1]``: ``unavailable_seconds`` = the longest
       interval in the window without an ack (window edges count), ``first_ack_ts`` = the first ack
       of a send invoked at/after the request and acked at/after the leader change (move_seconds),
-      ``produced_before`` = bytes acked before the request; a fault's window (``rec_ts``: its
+      ``produced_before`` = bytes acked before the request, ``produced_during`` = from the request
+      to the leader change (summary.json's ``bytes_written_during_move``); a fault's window (``rec_ts``: its
       partition's recovery) ends instead at ``recovered_ack_ts``, the first ack at/after
       ``rec_ts``, if there is one;
     * per run: the longest ack-free interval of any partition with a send over the load window.
@@ -736,12 +775,14 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
         F.min(F.when((F.col("ts") >= F.col("request_ts")) & F.col("lc_ts").isNotNull()
                      & (ack >= F.col("lc_ts")), ack)).alias("first_ack_ts"),
         F.sum(F.when(ack < F.col("request_ts"), F.col("size_bytes"))).alias("produced_before"),
+        F.sum(F.when((ack >= F.col("request_ts")) & (ack < F.col("lc_ts")), F.col("size_bytes"))).alias("produced_during"),
     ).collect())
     found = {(x["run_idx"], x["action_id"], x["topic"], x["partition"]): x.asDict() for x in res}
     out = {}
     for x in windows:
         k = (x["run_idx"], x["action_id"], x["topic"], x["partition"])
-        g = found.get(k) or {"first": None, "first_ack_ts": None, "produced_before": None, "rec_ack": None}
+        g = found.get(k) or {"first": None, "first_ack_ts": None, "produced_before": None, "produced_during": None,
+                             "rec_ack": None}
         rec_ack = g["rec_ack"] if x["rec_ts"] is not None else None
         if rec_ack is not None:  # a recovered fault: [w0, its first ack after recovery]
             w1 = max(rec_ack, x["w0"])
@@ -751,7 +792,9 @@ def _partition_pass(spark, sends, runs: list[Run], windows: list[dict[str, Any]]
         else:
             gap = max(g["first"] - x["w0"], x["w1"] - g["last"], g["inner"] or 0.0)
         out[k] = {"unavailable_seconds": gap, "first_ack_ts": g["first_ack_ts"],
-                  "produced_before": g["produced_before"], "recovered_ack_ts": rec_ack}
+                  "produced_before": g["produced_before"], "recovered_ack_ts": rec_ack,
+                  # acked from the request to the leader change (none acked: 0; no leader change: unknown)
+                  "produced_during": None if mk.get(k, {}).get("lc_ts") is None else (g["produced_during"] or 0)}
     win = {r.idx: (float(r.stats["load_start"]), float(r.stats["load_end"])) for r in runs}
     run_gaps: dict[int, float] = {}
     for x in res:  # rows of one partition (one per window on it) carry the same run_* values
@@ -926,6 +969,10 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             ib = ob = None
             bsrc = "counters (action total, several partitions)" if ba else "none"
         moved = None if ib is None and ob is None else float(ib or 0) + float(ob or 0)
+        if "bytes_written_during_move" in sm:
+            during = sm["bytes_written_during_move"]
+        else:  # a summary from before the split: the same definition from the raw rows
+            during = fa.get("produced_during")
         ph = phases.get((m["run_idx"], m["action_id"]), {})
         unupl = _unuploaded_from_phases(ph) if single else None
         if unupl is None and mdl.family(r.system) == mdl.HANDOVER_MODEL:
@@ -939,6 +986,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             "unavailable_seconds": gaps.get(k),
             "partition_bytes": pbytes, "partition_bytes_source": psrc, "produced_bytes_before_move": produced,
             "bytes_moved_inter_broker": ib, "bytes_moved_objstore": ob, "bytes_moved": moved, "bytes_source": bsrc,
+            "bytes_written_during_move": during, **split_bytes_moved(moved, during),
             "unuploaded_bytes": unupl,
             "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
@@ -984,12 +1032,37 @@ def _move_link_rows(runs: list[Run], moves: list[dict[str, Any]]) -> list[dict[s
     return rows
 
 
-def _verdict(v: Any) -> str | None:
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    return None if v is None else str(v)
+def provenance_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's ``provenance`` ({} for a summary written before it existed)."""
+    p = summary.get("provenance")
+    return p if isinstance(p, dict) else {}
+
+
+def machine_label(machine: Any) -> str:
+    """``2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7`` (unknown parts left out)."""
+    if not isinstance(machine, dict) or not machine:
+        return UNKNOWN
+    parts = []
+    if machine.get("cpus") is not None:
+        parts.append(f"{machine['cpus']} cores")
+    if isinstance(machine.get("mem_gib"), (int, float)):
+        parts.append(f"{fmt_num(machine['mem_gib'])} GiB")
+    if machine.get("kernel"):
+        parts.append(f"kernel {machine['kernel']}")
+    if machine.get("python"):
+        parts.append(f"Python {machine['python']}")
+    return ", ".join(parts) or UNKNOWN
+
+
+def commit_label(commit: Any, dirty: Any) -> str:
+    """``29ada24cecb0`` / ``29ada24cecb0 (dirty)`` / unknown."""
+    if not commit:
+        return UNKNOWN
+    return str(commit)[:12] + (" (dirty)" if dirty else "" if dirty is False else " (dirty: unknown)")
+
+
+def _json_or_none(x: Any) -> str | None:
+    return json.dumps(x, sort_keys=True) if isinstance(x, dict) and x else None
 
 
 def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
@@ -1002,12 +1075,19 @@ def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
         ug = [g for (ri, *_), g in gaps.items() if ri == r.idx]
         bm = [m["bytes_moved"] for m in mine if m["bytes_moved"] is not None]
         failed = checks.get("failed")
+        prov = provenance_of(r.summary)
+        git = prov.get("git") if isinstance(prov.get("git"), dict) else {}
         row = {
             "run_key": r.run_key, "run_id": r.summary.get("run_id"), "run_dir": str(r.run_dir),
             "scenario": r.summary.get("scenario") or (r.scenario.name if r.scenario else None),
             "system": r.system, "config_key": r.config_key, "synthetic": bool(r.summary.get("synthetic")),
-            "started_at": r.summary.get("started_at"),
-            "duration_s": r.summary.get("duration_s"), "git_commit": r.summary.get("git_commit"),
+            "config_label": r.config_label, "repetition": r.summary.get("repetition"),
+            "repetitions": r.summary.get("repetitions"),
+            "started_at": r.summary.get("started_at"), "duration_s": r.summary.get("duration_s"),
+            "date": prov.get("date"), "git_commit": git.get("commit"), "git_dirty": git.get("dirty"),
+            "machine": machine_label(prov.get("machine")), "versions": _json_or_none(prov.get("versions")),
+            "links_emulated": prov.get("links_emulated"),
+            "configuration": _json_or_none(r.summary.get("configuration")),
             **{p: r.param(p) for p in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s",
                                        "objstore_bandwidth_bytes_per_s", "message_bytes",
                                        "produce_rate_msgs_per_s", "brokers")},
@@ -1020,12 +1100,15 @@ def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
             "max_unavailable_seconds": max(ug) if ug else None,
             "run_max_unavailable_seconds": run_gaps.get(r.idx),
             "bytes_moved": sum(bm) if bm else None,
-            "valid": _verdict(checks.get("valid", "unknown")),
+            "valid": verdict(checks.get("valid", "unknown")),
             "failed_checks": ",".join(failed) if isinstance(failed, list) else None,
         }
         for name in SAFETY_CHECKS:
             c = checks.get(name)
-            row[name] = _verdict(c.get("valid") if isinstance(c, dict) else c)
+            row[name] = verdict(c.get("valid") if isinstance(c, dict) else c)
+            # a count of an unknown check (no reads) is no count
+            row[SAFETY_COUNTS[name]] = (c.get(SAFETY_COUNTS[name]) if isinstance(c, dict) and row[name] != "unknown"
+                                        else None)
         rows.append(row)
     rows.sort(key=lambda x: x["run_key"])
     return rows
@@ -1087,8 +1170,20 @@ def _med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _spread_cols(name: str, xs: Iterable[Any]) -> dict[str, float | None]:
+    known = [float(x) for x in xs if x is not None]
+    return {f"{name}_median": _med(known), f"{name}_min": min(known, default=None),
+            f"{name}_max": max(known, default=None)}
+
+
+def _sum_known(xs: Iterable[Any]) -> int | None:
+    known = [int(x) for x in xs if x is not None]
+    return sum(known) if known else None
+
+
 def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per configuration; its unavailable_seconds pool the move windows and the fault outages."""
+    """Per configuration (its repetitions together): the median, min and max of each figure over
+    its moves, faults or runs; latency quantiles pooled from its runs' raw samples."""
     by_cfg: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         by_cfg[r.config_key].append(r)
@@ -1098,32 +1193,39 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
     for ck, rs in sorted(by_cfg.items()):
         keys = {r.run_key for r in rs}
         mv = [m for m in tables["moves"] if m["run_key"] in keys]
+        outages = [o for o in tables["outages"] if o["run_key"] in keys]
+        run_rows = [x for x in tables["runs"] if x["run_key"] in keys]
         secs = [m["move_seconds"] for m in mv if m["move_seconds"] is not None]
-        un = [x["unavailable_seconds"] for x in mv + [o for o in tables["outages"] if o["run_key"] in keys]
-              if x["unavailable_seconds"] is not None]
-        runs_valid = [r for r in tables["runs"] if r["run_key"] in keys]
-        verdicts = {x["valid"] for x in runs_valid}
         r0 = rs[0]
-        # First action's windows (pooled raw samples over the configuration's runs).
-        first_aid = min((m["action_id"] for m in mv), default=None, key=lambda a: (len(a), a))
-        during = next((x for (k, s, p), x in lat.items() if k == ck and p == "during" and x["action_id"] == first_aid), None)
+        # First move's windows, else the first fault's, whose "during" is from the fault to the next
+        # action (its recovery): pooled raw samples over the configuration's runs.
+        acts = [(m["action_id"], "during") for m in mv] or [(o["action_id"], "after") for o in outages]
+        first_aid, while_ = min(acts, default=(None, "during"), key=lambda a: (len(a[0]), a[0]))
+        during = next((x for (k, s, p), x in lat.items() if k == ck and p == while_ and x["action_id"] == first_aid), None)
         before = next((x for (k, s, p), x in lat.items() if k == ck and p == "before" and x["action_id"] == first_aid), None)
-        out.append({
-            "config_key": ck, "scenario": r0.summary.get("scenario"), "system": r0.system,
+        planned = [r.summary.get("repetitions") for r in rs if isinstance(r.summary.get("repetitions"), int)]
+        row = {
+            "config_key": ck, "config_label": r0.config_label, "scenario": r0.summary.get("scenario"),
+            "system": r0.system, "configuration": _json_or_none(r0.summary.get("configuration")),
             "prefill_bytes_per_partition": r0.param("prefill_bytes_per_partition"),
             "replication_throttle_bytes_per_s": r0.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r0.param("objstore_bandwidth_bytes_per_s"),
-            "bandwidth_bytes_per_s": r0.bandwidth, "runs": len(rs), "run_keys": ",".join(sorted(keys)), "moves": len(mv),
-            "move_seconds_median": _med(secs), "move_seconds_min": min(secs) if secs else None,
-            "move_seconds_max": max(secs) if secs else None,
+            "bandwidth_bytes_per_s": r0.bandwidth, "runs": len(rs), "repetitions": max(planned, default=None),
+            "run_keys": ",".join(sorted(keys)), "moves": len(mv), "faults": len(outages),
             "move_seconds_stdev": statistics.stdev(secs) if len(secs) >= 2 else None,
-            "unavailable_seconds_median": _med(un), "unavailable_seconds_max": max(un) if un else None,
-            "partition_bytes_median": _med([m["partition_bytes"] for m in mv if m["partition_bytes"] is not None]),
-            "bytes_moved_median": _med([m["bytes_moved"] for m in mv if m["bytes_moved"] is not None]),
             "during_p99_ms": during["p99_ms"] if during else None,
             "before_p99_ms": before["p99_ms"] if before else None,
-            "all_valid": "true" if verdicts == {"true"} else ("false" if "false" in verdicts else "unknown"),
-        })
+            "lost_count": _sum_known(x["lost_count"] for x in run_rows),
+            "duplicated_count": _sum_known(x["duplicated_count"] for x in run_rows),
+            **{f"valid_{v}": sum(1 for x in run_rows if x["valid"] == v) for v in VERDICTS},
+        }
+        for name in ("move_seconds", "unavailable_seconds", "partition_bytes", "bytes_moved",
+                     "bytes_moved_at_request", "bytes_moved_during_move"):
+            row.update(_spread_cols(name, (m[name] for m in mv)))
+        row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))
+        row.update(_spread_cols("recovery_seconds", (o["recovery_seconds"] for o in outages)))
+        row.update(_spread_cols("producer_unavailable_seconds", (x["run_max_unavailable_seconds"] for x in run_rows)))
+        out.append(row)
     return out
 
 
@@ -1145,13 +1247,159 @@ def write_outputs(res: AggregateResult) -> None:
     (out / "summary.md").write_text(summary_markdown(res), encoding="utf-8")
 
 
+FMT_MAX_DECIMALS = 4  # below 0.0001 a table shows 0: no figure here is meaningful at that scale
+
+
 def fmt_num(x: Any) -> str:
-    """A number for a table: 3 significant digits, whole from 1000 up (1160, never 1.16e+03)."""
+    """The one number format of summary.md and the report: 3 significant digits in plain
+    notation, whole from 1000 up (1160, never 1.16e+03), at most 4 decimals (never 3.14e-16)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return MISSING
     if not isinstance(x, (int, float)) or isinstance(x, bool):
         return str(x)
-    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    if x == 0 or abs(x) >= 1000:
+        return f"{x:.0f}"
+    decimals = min(FMT_MAX_DECIMALS, max(0, 2 - math.floor(math.log10(abs(x)))))
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def fmt_range(median: Any, lo: Any, hi: Any, fmt=fmt_num) -> str:
+    """``median (min–max)``; the median alone when all values are equal (or there is one)."""
+    if median is None:
+        return MISSING
+    if lo is None or hi is None or lo == hi:
+        return fmt(median)
+    return f"{fmt(median)} ({fmt(lo)}–{fmt(hi)})"
+
+
+def fmt_spread(xs: list[Any], fmt=fmt_num) -> str:
+    """The median (min–max) of several values; a missing one is counted, never a zero."""
+    known = sorted(x for x in xs if x is not None)
+    if not known:
+        return MISSING
+    text = fmt_range(statistics.median(known), known[0], known[-1], fmt)
+    return text + (f", {len(xs) - len(known)} missing" if len(known) < len(xs) else "")
+
+
+def _cfg(c: dict[str, Any], name: str, fmt=fmt_num) -> str:
+    return fmt_range(c.get(f"{name}_median"), c.get(f"{name}_min"), c.get(f"{name}_max"), fmt)
+
+
+def _runs_of(c: dict[str, Any]) -> str:
+    """``3`` or ``2 of 3`` (planned repetitions, when a run is missing)."""
+    planned = c.get("repetitions")
+    return f"{c['runs']} of {planned}" if planned and planned != c["runs"] else str(c["runs"])
+
+
+def _count(x: Any) -> str:
+    return MISSING if x is None else str(x)
+
+
+SPREAD_NOTE = ("Figures per configuration: median (min–max) over its runs' moves, faults or runs (runs: how many); "
+               "one value when all agree. Produce latency p99 of the first moved (else faulted) partitions, pooled "
+               "from the raw samples of all the runs: before the action, and during it (a move: request to its "
+               "end; a fault: until the next action, its recovery). Producer unavailable s: a run's longest time "
+               "any partition went without an ack over the whole load.")
+RESULT_HEAD = ["configuration", "runs", "move s", "unavailable s (move)", "outage s (fault)", "recovery s",
+               "producer unavailable s", "p99 before (ms)", "p99 during (ms)", "lost", "duplicated", "verdicts"]
+
+
+def result_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """One row per configuration: its moves', faults' and producers' figures with their spread."""
+    return [[c["config_label"] or c["config_key"], _runs_of(c), _cfg(c, "move_seconds"),
+             _cfg(c, "unavailable_seconds"), _cfg(c, "outage_seconds"), _cfg(c, "recovery_seconds"),
+             _cfg(c, "producer_unavailable_seconds"), fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]),
+             _count(c["lost_count"]), _count(c["duplicated_count"]),
+             ", ".join(f"{c[f'valid_{v}']} {v}" for v in VERDICTS)] for c in configs]
+
+
+BYTES_HEAD = ["configuration", "runs", "partition at the request", "bytes moved", "of which partition at the request",
+              "of which written during the move"]
+
+
+def bytes_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[c["config_label"] or c["config_key"], _runs_of(c), _cfg(c, "partition_bytes", format_bytes),
+             _cfg(c, "bytes_moved", format_bytes), _cfg(c, "bytes_moved_at_request", format_bytes),
+             _cfg(c, "bytes_moved_during_move", format_bytes)] for c in configs if c["moves"]]
+
+
+def provenance_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """Where and from what the runs came: machine(s), date(s), commit(s), versions, links; a fact
+    a summary does not carry counts as unknown."""
+    def tally(values: list[Any]) -> str:
+        seen: dict[str, int] = defaultdict(int)
+        for v in values:
+            seen[UNKNOWN if v in (None, "") else str(v)] += 1
+        if len(seen) == 1:
+            return next(iter(seen))
+        return "; ".join(f"{v} ({n} run{'s' * (n != 1)})" for v, n in sorted(seen.items()))
+
+    # ISO-8601 UTC to the minute: "2026-11-23 23:52"
+    dates = sorted(str(r["date"])[:16].replace("T", " ") for r in runs if r.get("date"))
+    no_date = len(runs) - len(dates)
+    date = (UNKNOWN if not dates else dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}")
+    if dates and no_date:
+        date += f" ({no_date} run{'s' * (no_date != 1)} unknown)"
+    versions = []
+    for r in runs:
+        v = json.loads(r["versions"]) if r.get("versions") else None
+        versions.append(", ".join(f"{k} {x if x is not None else UNKNOWN}" for k, x in v.items()) if v else None)
+    links = ["yes" if r.get("links_emulated") else "no" if r.get("links_emulated") is False else None for r in runs]
+    return [f"Machine: {tally([r.get('machine') if r.get('machine') != UNKNOWN else None for r in runs])}.",
+            f"Date (UTC): {date}.",
+            f"Git commit: {tally([commit_label(r.get('git_commit'), r.get('git_dirty')) if r.get('git_commit') else None for r in runs])}.",
+            f"Versions: {tally(versions)}.",
+            f"Links emulated (per-node NICs in network namespaces): {tally(links)}."]
+
+
+CONFIG_HEAD = ["system", "configurations", "runs", "replication factor", "min.insync.replicas", "producers",
+               "an acknowledgement means", "replication throttle", "links (broker / client / object store)",
+               "WAL batch interval", "WAL upload threshold"]
+CONFIG_NOTE = ("What each system ran with: both get the same producers (librdkafka, idempotent, the acks and "
+               "linger.ms shown; an ack's latency includes up to linger.ms of batching), load and links; what an "
+               "acknowledgement promises differs and is stated here.")
+
+
+def producer_settings(conf: dict[str, Any]) -> str:
+    out = f"acks={conf.get('acks', UNKNOWN)}"
+    return out + (f", linger.ms={conf['linger_ms']}" if conf.get("linger_ms") is not None else "")
+
+
+def configuration_rows(configs: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    """"Configurations compared": one row per system and distinct configuration (summary.json's
+    ``configuration``), naming the scenarios that ran it; unknown for summaries without one."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in configs:
+        groups[(c["system"], c.get("configuration") or "")].append(c)
+    order = {s: i for i, s in enumerate(PROFILES)}
+    rows = []
+    for (system, cj), cs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0])):
+        x = json.loads(cj) if cj else {}
+
+        def get(k: str) -> Any:
+            return x.get(k, UNKNOWN) if x else UNKNOWN
+
+        def none_as(v: Any, text: str) -> Any:
+            return text if v is None else v
+
+        th = get("throttle_bytes_per_s")
+        throttle = (UNKNOWN if th == UNKNOWN else "none" if th is None
+                    else f"{format_bytes(th)}/s" + (f" ({x['throttle_rule']})" if x.get("throttle_rule") else ""))
+        links = " / ".join(str(none_as(get(k), "none")) for k in ("link_rate", "client_link_rate", "object_store_link_rate"))
+        if links == " / ".join([UNKNOWN] * 3):
+            links = UNKNOWN
+        wal = get("wal_batch_interval_ms")
+        upl = get("wal_upload_threshold_bytes")
+        scen = sorted({c["scenario"] or "?" for c in cs})
+        rows.append([label(system), ", ".join(scen) + f" ({len(cs)} configuration{'s' * (len(cs) != 1)})",
+                     sum(c["runs"] for c in cs), get("replication_factor"), none_as(get("min_insync_replicas"), "n/a"),
+                     producer_settings(x) if x else UNKNOWN, get("ack_meaning"), throttle, links,
+                     wal if wal in (UNKNOWN,) else "n/a" if wal is None else f"{fmt_num(wal)} ms",
+                     upl if upl in (UNKNOWN,) else "n/a" if upl is None else format_bytes(upl)])
+    return rows
 
 
 def _rate(bytes_per_s: Any) -> str:
@@ -1271,22 +1519,24 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
 def summary_markdown(res: AggregateResult) -> str:
     t = res.tables
     lines = ["# Aggregate of reassignment runs", "",
-             f"{len(res.runs)} run(s); tables in this directory (Parquet + CSV). Quantiles from raw samples.", ""]
+             f"{len(res.runs)} run(s) of {len(t['configs'])} configuration(s); tables in this directory "
+             "(Parquet + CSV). Quantiles from raw samples.", ""]
     if res.warnings:
         lines += ["Warnings:"] + [f"- {w}" for w in res.warnings] + [""]
-    lines += ["## Configurations", "", md_table(
-        ["configuration", "runs", "move s (median)", "min–max", "unavailable s (max)", "partition bytes",
-         "bytes moved", "p99 before (ms)", "p99 during (ms)", "valid"],
-        [[c["config_key"], c["runs"], fmt_num(c["move_seconds_median"]),
-          f"{fmt_num(c['move_seconds_min'])}–{fmt_num(c['move_seconds_max'])}", fmt_num(c["unavailable_seconds_max"]),
-          format_bytes(c["partition_bytes_median"]), format_bytes(c["bytes_moved_median"]),
-          fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]), ""]
+    lines += ["## Provenance", ""] + [f"- {x}" for x in provenance_lines(t["runs"])] + [""]
+    lines += ["## Configurations compared", "", CONFIG_NOTE, "",
+              md_table(CONFIG_HEAD, configuration_rows(t["configs"])), ""]
+    lines += ["## Results per configuration", "", SPREAD_NOTE, "", md_table(RESULT_HEAD, result_rows(t["configs"])), ""]
+    if any(c["moves"] for c in t["configs"]):
+        lines += ["## Bytes moved per configuration", "", BYTES_SPLIT_NOTE, "",
+                  md_table(BYTES_HEAD, bytes_rows(t["configs"])), ""]
     lines += ["## Runs", "", md_table(
-        ["run", "system", "sends", "acked", "fail", "info", "p99 ms", "max move s", "max unavailable s", "valid",
-         "failed checks"],
-        [[r["run_key"], r["system"], r["sends"], r["acked"], r["send_fail"], r["send_info"], fmt_num(r["latency_p99_ms"]),
-          fmt_num(r["max_move_seconds"]), fmt_num(r["max_unavailable_seconds"]), r["valid"], r["failed_checks"] or ""]
-         for r in t["runs"]]), ""]
+        ["run", "system", "repetition", "sends", "acked", "fail", "info", "p99 ms", "max move s",
+         "max unavailable s", "valid", "failed checks"],
+        [[r["run_key"], r["system"], _repetition(r), r["sends"], r["acked"], r["send_fail"], r["send_info"],
+          fmt_num(r["latency_p99_ms"]), fmt_num(r["max_move_seconds"]), fmt_num(r["max_unavailable_seconds"]),
+          r["valid"], r["failed_checks"] or ""]
+         for r in t["runs"]]), "", f"Verdicts: {verdict_counts(r['valid'] for r in t['runs'])}.", ""]
     if t["outages"]:
         lines += ["## Fault outages", "",
                   ("Per fault action: the worst affected partition's time without an ack, from 1 s before the "
@@ -1299,11 +1549,19 @@ def summary_markdown(res: AggregateResult) -> str:
     lines += ["## Link fill during moves", "", LINK_FILL_NOTE, "",
               md_table(LINK_FILL_HEAD, link_fill_rows(t["move_links"])) if t["move_links"] else NO_LINKS, ""]
     lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
-    lines += ["", "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())]
+    lines += ["", "Timings (s): " + ", ".join(f"{k} {fmt_num(v)}" for k, v in res.timings.items())]
     return "\n".join(lines) + "\n"
 
 
+def _repetition(r: dict[str, Any]) -> str:
+    rep, of = r.get("repetition"), r.get("repetitions")
+    return MISSING if rep is None else f"{rep} of {of}" if of else str(rep)
+
+
 __all__ = [
-    "DEFAULT_OUT", "TABLES", "AggregateError", "aggregate", "config_table", "discover_runs", "fit_models",
-    "fmt_num", "link_fill_rows", "md_table", "model_markdown", "move_points", "recovery_label", "spark_session", "summary_markdown",
+    "BYTES_HEAD", "CONFIG_HEAD", "CONFIG_NOTE", "DEFAULT_OUT", "RESULT_HEAD", "SPREAD_NOTE", "TABLES", "VERDICTS",
+    "AggregateError", "aggregate", "bytes_rows", "config_table", "configuration_rows", "discover_runs",
+    "fit_models", "fmt_num", "fmt_range", "fmt_spread", "link_fill_rows", "md_table", "model_markdown",
+    "move_points", "provenance_lines", "recovery_label", "result_rows", "spark_session", "span_phases",
+    "summary_markdown", "verdict", "verdict_counts",
 ]

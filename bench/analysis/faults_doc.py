@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.analysis.aggregate import commit_label, provenance_of
+from bench.check.safety import verdict, verdict_counts
 from bench.scenario import builtin_scenarios, expand, load_scenario
 from systems.registry import NAMES as SYSTEMS
 
@@ -74,9 +76,10 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
     moves = s.get("moves") or []
     return {
         "acked": (s.get("producer") or {}).get("acked") or 0,
-        "lost": (checks.get("lost_writes") or {}).get("lost_count") or 0,
-        "duplicated": (checks.get("duplicates") or {}).get("duplicated_count") or 0,
-        "reordered": (checks.get("reordering") or {}).get("reordered_count") or 0,
+        # None when the check could not count (no reads): never counted as 0
+        "lost": (checks.get("lost_writes") or {}).get("lost_count"),
+        "duplicated": (checks.get("duplicates") or {}).get("duplicated_count"),
+        "reordered": (checks.get("reordering") or {}).get("reordered_count"),
         "valid": checks.get("valid"),
         "failed": checks.get("failed") or [],
         "outage": worst["unavailable_seconds"] if worst else None,
@@ -89,6 +92,11 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
         if moves and all(_num(m.get("move_seconds")) for m in moves) else None,
         "moves": len(moves),
     }
+
+
+def _commit(s: dict[str, Any]) -> str:
+    git = provenance_of(s).get("git") or {}
+    return commit_label(git.get("commit"), git.get("dirty"))
 
 
 def _med_max(xs: list[float]) -> str:
@@ -127,12 +135,15 @@ def _happened(facts: list[dict[str, Any]]) -> str:
 
 
 def _verdict(facts: list[dict[str, Any]]) -> str:
-    if all(f["valid"] is True for f in facts):
-        return "pass"
+    """``3 pass, 0 fail, 0 unknown``, naming the checks that failed."""
+    text = verdict_counts(verdict(f["valid"]) for f in facts)
     failed = sorted({name for f in facts for name in f["failed"]})
-    if failed:
-        return f"FAIL ({', '.join(failed)})"
-    return "unknown"
+    return text + (f" (failed: {', '.join(failed)})" if failed else "")
+
+
+def _total(xs: list[Any]) -> Any:
+    """A sum over runs; unknown if any run could not count."""
+    return "unknown" if any(x is None for x in xs) else sum(xs)
 
 
 def rows(scenarios: list[dict[str, Any]], runs: list[tuple[Path, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -146,12 +157,13 @@ def rows(scenarios: list[dict[str, Any]], runs: list[tuple[Path, dict[str, Any]]
             facts = [_run_facts(s) for _, s in mine]
             out.append({
                 "scenario": sc["key"], "system": system, "runs": len(mine),
-                **{k: sum(f[k] for f in facts) for k in ("acked", "lost", "duplicated", "reordered")},
+                "acked": sum(f["acked"] for f in facts),
+                **{k: _total([f[k] for f in facts]) for k in ("lost", "duplicated", "reordered")},
                 "verdict": _verdict(facts),
                 "outage": _med_max([f["outage"] for f in facts if f["outage"] is not None]),
                 "happened": _happened(facts),
                 "dirs": [_shown(d) for d, _ in mine],
-                "commits": sorted({str(s.get("git_commit")) for _, s in mine}),
+                "commits": sorted({_commit(s) for _, s in mine}),
                 "dates": sorted(str(s.get("started_at"))[:10] for _, s in mine),
             })
     return out

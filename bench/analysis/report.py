@@ -25,8 +25,11 @@ import pyarrow.parquet as pq
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate import (
-    LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, TABLES, fmt_num, link_fill_rows, md_table, model_markdown, recovery_label,
+    BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
+    VERDICTS, bytes_rows, configuration_rows, fmt_num, fmt_spread, link_fill_rows, md_table, model_markdown,
+    provenance_lines, recovery_label, result_rows, verdict_counts,
 )
+from bench.check.moves import BYTES_SPLIT_NOTE
 from bench.history.names import BROKER_NODE_PREFIX, NODE_OBJSTORE
 from bench.units import MISSING, format_bytes
 from systems.registry import PROFILES
@@ -96,6 +99,12 @@ def _short_runs(keys: list[str], limit: int = 40) -> str:
     if len(keys) > limit:
         text += f" and {len(keys) - limit} more"
     return f"{len(keys)} run(s): {text}"
+
+
+def _run_name(run_key: str) -> str:
+    """A run's directory name, shortened in the middle to fit a figure label."""
+    name = run_key.split("/")[-1]
+    return name if len(name) <= 48 else name[:22] + "…" + name[-25:]
 
 
 def _plt():
@@ -220,12 +229,13 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.set_xlim(lo, hi)
     _byte_ticks(ax.xaxis, lo, hi, log=True)
     y0, y1 = ax.get_ylim()
-    _nice_log_ticks(ax, "y", y0, y1, lambda v, _p: f"{v:g}")
+    _nice_log_ticks(ax, "y", y0, y1, lambda v, _p: fmt_num(v))
     ax.set_xlabel("partition size when moved (bytes, log scale)")
     ax.set_ylabel("move_seconds (s, log scale)")
     ax.set_title("Move time vs partition size: measured moves and fitted models")
     ax.legend(loc="upper left", fontsize=8)
-    cap = ("Each point is one partition move (request to first ack served by the new owner). Lines: the fitted "
+    cap = ("Each point is one partition move (request to first ack served by the new owner); the repetitions of "
+           "a configuration move about the same size, so their spread is the vertical scatter at that size. Lines: the fitted "
            "models (copy family: fixed + bytes/(efficiency x bandwidth cap); shared family: fixed + unuploaded "
            "tail / bandwidth cap; a run's cap is the lowest of its replication throttle or object-store cap and "
            "the emulated links a move crosses). From " + _short_runs(runs) + ".")
@@ -238,6 +248,9 @@ def _model_from_row(f: dict[str, Any]) -> mdl.MoveModel:
                          None, f["unuploaded_bytes"])
 
 
+BYTES_COLORS = {"inter_broker": "#e67e22", "objstore": "#5dade2"}
+
+
 def fig_bytes_moved(t) -> Figure:
     plt = _plt()
     moves = [m for m in t["moves"] if m["bytes_moved"] is not None]
@@ -245,25 +258,48 @@ def fig_bytes_moved(t) -> Figure:
     if not moves:
         return Figure("bytes_moved", "Bytes moved per move", _png(_empty(plt, "No bytes_moved counters recorded.")),
                       "No bytes_moved counters recorded.", [])
-    moves.sort(key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
-    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.5))
+    order = {s: i for i, s in enumerate(_systems(moves))}
+    moves.sort(key=lambda m: (order[m["system"]], m["partition_bytes"] or 0, m["config_key"] or "", m["run_key"]))
+    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(moves) + 3), 4.8))
     x = list(range(len(moves)))
-    ib = [m["bytes_moved_inter_broker"] or 0 for m in moves]
-    ob = [m["bytes_moved_objstore"] or 0 for m in moves]
-    ax.bar(x, ib, color="#e67e22", label="inter-broker copy")
-    ax.bar(x, ob, bottom=ib, color="#5dade2", label="object storage (upload/read)")
-    pb = [m["partition_bytes"] or 0 for m in moves]
-    ax.scatter(x, pb, marker="_", s=300, color="black", zorder=3, label="partition size")
-    top = max([a + b for a, b in zip(ib, ob)] + pb) * 1.15
+    for i, m in enumerate(moves):
+        # The bytes' path colours the bar; hatched: the part written during the move.
+        color = BYTES_COLORS["inter_broker" if (m["bytes_moved_inter_broker"] or 0) >= (m["bytes_moved_objstore"] or 0)
+                             else "objstore"]
+        at, during = m.get("bytes_moved_at_request"), m.get("bytes_moved_during_move")
+        if at is None or during is None:  # no split known: the whole, outlined
+            ax.bar(i, m["bytes_moved"], color="white", edgecolor=color, lw=1.5)
+            continue
+        ax.bar(i, at, color=color)
+        ax.bar(i, during, bottom=at, color=color, alpha=0.45, hatch="//", edgecolor="black", lw=0)
+    pb = [m["partition_bytes"] for m in moves]
+    ax.scatter([i for i, b in zip(x, pb) if b], [b for b in pb if b], marker="_", s=300, color="black", zorder=3)
+    top = max([m["bytes_moved"] for m in moves] + [b or 0 for b in pb]) * 1.15 or 1.0
     ax.set_ylim(0, top)
     _byte_ticks(ax.yaxis, 0, top, log=False)
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}" for m in moves], fontsize=8)
+    ax.set_xticklabels([f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}\n{_rep_label(t, m['run_key'])}"
+                        for m in moves], fontsize=7)
     ax.set_ylabel("bytes moved by the move")
-    ax.set_title("Bytes moved per partition move, by system and partition size")
-    ax.legend(fontsize=8)
-    cap = "Bars: bytes the move sent between brokers / to and from object storage. From " + _short_runs(runs) + "."
+    ax.set_title("Bytes moved per partition move: partition at the request + written during the move")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=BYTES_COLORS["inter_broker"], label="inter-broker copy: partition at the request"),
+               Patch(color=BYTES_COLORS["objstore"], label="object storage (upload/read): partition at the request"),
+               Patch(facecolor="#bbbbbb", hatch="//", edgecolor="black", label="written during the move"),
+               Line2D([], [], color="black", marker="_", ls="", markersize=14, label="partition size at the request")]
+    ax.legend(handles=handles, fontsize=8)
+    cap = (BYTES_SPLIT_NOTE + " One bar per move (repetitions side by side); an outlined bar: no split known. "
+           "From " + _short_runs(runs) + ".")
     return Figure("bytes_moved", "Bytes moved per move", _png(fig), cap, runs)
+
+
+def _rep_label(t, run_key: str) -> str:
+    """``rep 2/3`` for a repeated configuration's run, else ``run``."""
+    r = next((x for x in t["runs"] if x["run_key"] == run_key), {})
+    rep, of = r.get("repetition"), r.get("repetitions")
+    return f"rep {rep}/{of}" if rep is not None and of else "run"
 
 
 def _pick_timeline_runs(t, keys: set[str] | None = None) -> list[dict[str, Any]]:
@@ -308,13 +344,11 @@ def fig_timeline(t) -> Figure:
         for ax in (a_lat, a_rate):
             ax.axvspan(mv["request_ts"] - t0, end, color="#f4d03f", alpha=0.35,
                        label=f"move window ({mv['move_seconds']:.2f} s)")
-        name = run["run_key"].split("/")[-1]
-        name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
         a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
-                        f"run {name}", fontsize=9)
+                        f"run {_run_name(run['run_key'])}", fontsize=9)
         lats = [v for x in tl for v in (x["p50_ms"], x["p99_ms"]) if v]
         if lats:
-            _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: f"{v:g}")
+            _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: fmt_num(v))
         a_lat.legend(fontsize=8, loc="upper right")
         a_rate.legend(fontsize=8, loc="lower right")
         a_rate.set_ylim(0, max([x["acks_per_s"] or 0 for x in tl] + [1.0]) * 1.15)  # room above a flat rate
@@ -414,8 +448,7 @@ def fig_links(t) -> Figure:
                           fontsize=8)
             if not xs:
                 ax.set_yticks([])  # no link: no scale to read
-        name = rk.split("/")[-1]
-        name = name if len(name) <= 48 else name[:22] + "…" + name[-25:]
+        name = _run_name(rk)
         biggest = max((m["partition_bytes"] or 0 for m in ml), default=0)
         axes[0][col].set_title(f"{_label(run['system'])}\n" + (f"partition {format_bytes(biggest)}, " if ml else "")
                                + f"run {name}", fontsize=9, pad=14)
@@ -440,31 +473,56 @@ def fig_links(t) -> Figure:
 
 def fig_unavailable(t) -> Figure:
     plt = _plt()
-    moves = sorted((m for m in t["moves"] if m["unavailable_seconds"] is not None),
-                   key=lambda m: (m["system"], m["partition_bytes"] or 0, m["run_key"]))
-    faults = sorted((o for o in t["outages"] if o["unavailable_seconds"] is not None),
-                    key=lambda o: (o["system"], o["scenario"] or "", o["run_key"], o["start_ts"] or 0))
-    bars = ([(m, f"{_short(m['system'])}\n{format_bytes(m['partition_bytes'])}", None) for m in moves]
-            + [(o, f"{_short(o['system'])}\n{_fault_name(o)}", "//") for o in faults])
-    runs = [b["run_key"] for b, _, _ in bars]
-    if not bars:
+    moves = [m for m in t["moves"] if m["unavailable_seconds"] is not None]
+    faults = [o for o in t["outages"] if o["unavailable_seconds"] is not None]
+    # One group per configuration and kind of window: its moves, or one fault action of its runs.
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for m in moves:
+        groups[(m["system"], 0, m["config_key"], "")].append(m)
+    for o in faults:
+        groups[(o["system"], 1, o["config_key"], o["action"] + str(o["broker"]))].append(o)
+    runs = [b["run_key"] for b in moves + faults]
+    if not groups:
         return Figure("unavailable_seconds", "Unavailable seconds", _png(_empty(plt, "No move or fault windows.")),
                       "No move or fault windows.", [])
-    fig, ax = plt.subplots(figsize=(max(7, 0.65 * len(bars) + 3), 4.2))
-    for i, (b, _, hatch) in enumerate(bars):
-        ax.bar(i, b["unavailable_seconds"], color=_color(b["system"]), hatch=hatch, edgecolor="black" if hatch else None)
-    ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels([lbl for _, lbl, _ in bars], fontsize=7)
-    ax.set_ylim(0, max(b["unavailable_seconds"] for b, _, _ in bars) * 1.3 or 1.0)
+    order = {s: i for i, s in enumerate(_systems(moves + faults))}
+
+    def size(xs):
+        return statistics.median([x.get("partition_bytes") or 0 for x in xs])
+
+    keys = sorted(groups, key=lambda k: (k[1], order[k[0]], size(groups[k]), k[2], k[3]))
+    fig, ax = plt.subplots(figsize=(max(7, 0.75 * len(keys) + 3), 4.4))
+    top = 0.0
+    for i, k in enumerate(keys):
+        ys = [x["unavailable_seconds"] for x in groups[k]]
+        med, fault = statistics.median(ys), k[1] == 1
+        ax.bar(i, med, color=_color(k[0]), hatch="//" if fault else None, edgecolor="black" if fault else None,
+               alpha=0.8)
+        if len(ys) > 1:
+            ax.errorbar(i, med, yerr=[[med - min(ys)], [max(ys) - med]], color="black", capsize=4, lw=1)
+            ax.scatter([i] * len(ys), ys, s=12, color="black", zorder=3)
+        top = max(top, *ys)
+    ax.set_xticks(range(len(keys)))
+    labels = []
+    for k in keys:
+        xs = groups[k]
+        what = _fault_name(xs[0]) if k[1] else format_bytes(size(xs))
+        labels.append(f"{_short(k[0])}\n{what}\nn={len(xs)}")
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylim(0, top * 1.3 or 1.0)
     ax.set_ylabel("unavailable_seconds (s)")
     ax.set_title("Longest time a moved or faulted partition went without a produce ack")
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=_color(s), label=_label(s)) for s in _systems([b for b, _, _ in bars])]
+    handles = [Patch(color=_color(s), label=_label(s)) for s in _systems(moves + faults)]
     if faults:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="fault (until recovery)"))
+    handles.append(Line2D([], [], color="black", marker="o", markersize=3, ls="",
+                          label="each run (bar: median, whiskers: min–max)"))
     ax.legend(handles=handles, fontsize=8)
-    cap = ("Per move: the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
+    cap = ("One bar per configuration: the median over its runs (n), whiskers min–max, dots the runs. Per move: "
+           "the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
            "partition. Per fault (hatched): the worst affected partition's, inside [fault - 1 s, its first ack "
            "after recovery], however long (bench/check/). From " + _short_runs(runs) + ".")
     return Figure("unavailable_seconds", "Unavailable seconds", _png(fig), cap, runs)
@@ -476,37 +534,65 @@ def _fault_name(o: dict[str, Any]) -> str:
     return f"{verb}\n{what.replace('_', ' ')}" + (f" {o['broker']}" if o.get("broker") is not None else "")
 
 
+def phase_bars(t) -> tuple[dict, dict, list[str], list[str]]:
+    """Per move (run, action): the seconds of each part (to stack, in the order they happen) and
+    of each span (a phase timed from the request that holds parts: drawn apart, never stacked).
+    -> (parts, spans, part names, span names)."""
+    parts: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    spans: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for p in t["phases"]:
+        k = (p["run_key"], p["action_id"])
+        (spans if p["span"] else parts)[k][p["phase"]] += p["seconds"]
+    part_names = list(dict.fromkeys(p["phase"] for p in t["phases"] if not p["span"]))
+    span_names = list(dict.fromkeys(p["phase"] for p in t["phases"] if p["span"]))
+    return parts, spans, part_names, span_names
+
+
 def fig_phases(t) -> Figure:
     plt = _plt()
-    rows = t["phases"]
+    rows = t["phases"]  # move actions' phases only (the aggregate leaves start-up and shutdown out)
     title = "Move phase breakdown"
     if not rows:
-        return Figure("move_phases", title, _png(_empty(plt, "No move_phase events recorded.")),
-                      "No move_phase events recorded.", [])
-    per: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    system_of = {}
-    for p in rows:
-        per[(p["run_key"], p["action_id"])][p["phase"]] += p["seconds"]
-        system_of[(p["run_key"], p["action_id"])] = p["system"]
-    phases = sorted({p["phase"] for p in rows}, key=lambda ph: min(i for i, r in enumerate(rows) if r["phase"] == ph))
+        return Figure("move_phases", title, _png(_empty(plt, "No move_phase events of a move action recorded.")),
+                      "No move_phase events of a move action recorded.", [])
+    parts, spans, part_names, span_names = phase_bars(t)
+    system_of = {(p["run_key"], p["action_id"]): p["system"] for p in rows}
     pbytes = {(m["run_key"], m["action_id"]): m["partition_bytes"] for m in t["moves"]}
+    msecs: dict[tuple[str, str], float] = {}
+    for m in t["moves"]:
+        if m["move_seconds"] is not None:
+            k = (m["run_key"], m["action_id"])
+            msecs[k] = max(msecs.get(k, 0.0), m["move_seconds"])
     order = {s: i for i, s in enumerate(_systems(rows))}
-    keys = sorted(per, key=lambda k: (order[system_of[k]], pbytes.get(k) or 0, k))
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(keys) + 1.5)))
+    keys = sorted(system_of, key=lambda k: (order[system_of[k]], pbytes.get(k) or 0, k))
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(keys) + 1.5)))
     cmap = plt.get_cmap("tab10")
     left = [0.0] * len(keys)
-    for i, ph in enumerate(phases):
-        vals = [per[k].get(ph, 0.0) for k in keys]
-        ax.barh(range(len(keys)), vals, left=left, color=cmap(i), label=ph)
+    for i, ph in enumerate(part_names):
+        vals = [parts[k].get(ph, 0.0) for k in keys]
+        ax.barh(range(len(keys)), vals, left=left, color=cmap(i % 10), label=ph, height=0.6)
         left = [a + b for a, b in zip(left, vals)]
+    markers = ["D", "v", "^", "s"]
+    for i, ph in enumerate(span_names):
+        ks = [j for j, k in enumerate(keys) if ph in spans[k]]
+        ax.scatter([spans[keys[j]][ph] for j in ks], ks, marker=markers[i % len(markers)], color="black", s=40,
+                   zorder=4, label=f"{ph} (from the request; holds the bars before it)")
+    ks = [j for j, k in enumerate(keys) if k in msecs]
+    if ks:
+        ax.scatter([msecs[keys[j]] for j in ks], ks, marker="|", color="#c0392b", s=300, lw=2, zorder=4,
+                   label="move_seconds (request to first ack on the new owner)")
     ax.set_yticks(range(len(keys)))
-    ax.set_yticklabels([f"{_short(system_of[k])}: {k[0].split('/')[-1]} (action {k[1]}, "
-                        f"{format_bytes(pbytes.get(k))})" for k in keys], fontsize=8)
-    ax.set_xlabel("seconds spent in each phase of the move")
+    ax.set_yticklabels([f"{_short(system_of[k])}: {_run_name(k[0])} (action {k[1]}, "
+                        f"{format_bytes(pbytes.get(k))})" for k in keys], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
     ax.set_title("Where a move's time goes (the phases a system reports)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="phase")
     runs = [k[0] for k in keys]
-    cap = "Sum of move_phase events per move. From " + _short_runs(runs) + "."
+    cap = ("Bars: the move_phase events of each move action, summed per phase and stacked in the order they "
+           "happen (opens and closes at broker start-up and shutdown are no move's and are left out). Markers, "
+           "never stacked: phases a system times from the request, which hold the phases before them, and "
+           "move_seconds. From " + _short_runs(runs) + ".")
     return Figure("move_phases", title, _png(fig), cap, runs)
 
 
@@ -558,9 +644,20 @@ FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_links, fig_unavaila
 # Tables
 
 
+SAFETY_COLS = ("valid", "lost_writes", "duplicates", "reordering", "unexpected")
+SAFETY_NOTE = ("Each check's verdict per run: pass, fail, or unknown (the check could not decide, e.g. no reads "
+               "to compare with; never counted as a pass). valid: every checker of the run together.")
+
+
 def safety_rows(t) -> list[list[str]]:
-    return [[r["run_key"], r["system"], r["valid"] or "unknown", r["lost_writes"] or "–", r["duplicates"] or "–",
-             r["reordering"] or "–", r["unexpected"] or "–", r["failed_checks"] or ""] for r in t["runs"]]
+    return [[r["run_key"], _label(r["system"]), *[r.get(c) or "unknown" for c in SAFETY_COLS], r["failed_checks"] or ""]
+            for r in t["runs"]]
+
+
+def safety_counts(t) -> list[str]:
+    """Per column: ``valid: 5 pass, 0 fail, 1 unknown``."""
+    return [f"{h}: {verdict_counts(r.get(c) or 'unknown' for r in t['runs'])}"
+            for h, c in zip(SAFETY_HEAD[2:], SAFETY_COLS)]
 
 
 def fault_rows(t) -> tuple[list[list[Any]], list[str]]:
@@ -576,19 +673,10 @@ def fault_rows(t) -> tuple[list[list[Any]], list[str]]:
         o0 = os_[0]
         rows.append([o0["scenario"] or MISSING, _label(o0["system"]), o0["action"],
                      MISSING if o0["broker"] is None else o0["broker"],
-                     _spread([o["unavailable_seconds"] for o in os_]),
+                     fmt_spread([o["unavailable_seconds"] for o in os_]),
                      ", ".join(sorted({recovery_label(o) for o in os_})),
-                     _spread([o["recovery_seconds"] for o in os_]), len(os_)])
+                     fmt_spread([o["recovery_seconds"] for o in os_]), len(os_)])
     return rows, [o["run_key"] for o in t["outages"]]
-
-
-def _spread(xs: list[Any]) -> str:
-    """One run's figure, or the median (min–max) of several; a run without it counts as missing."""
-    known = sorted(x for x in xs if x is not None)
-    if not known:
-        return MISSING
-    text = fmt_num(known[0]) if len(xs) == 1 else f"{fmt_num(statistics.median(known))} ({fmt_num(known[0])}–{fmt_num(known[-1])})"
-    return text + (f", {len(xs) - len(known)} missing" if len(known) < len(xs) else "")
 
 
 FAULT_HEAD = ["scenario", "system", "fault", "broker", "outage s", "recovered by", "recovery s", "runs"]
@@ -610,12 +698,13 @@ SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reorderin
 def headline(t) -> list[str]:
     out = []
     for system in _systems(t["moves"]):
-        ms = [m["move_seconds"] for m in t["moves"] if m["system"] == system and m["move_seconds"] is not None]
+        mine = [m for m in t["moves"] if m["system"] == system]
+        ms = [m["move_seconds"] for m in mine if m["move_seconds"] is not None]
         if ms:
-            sizes = [m["partition_bytes"] for m in t["moves"] if m["system"] == system and m["partition_bytes"]]
-            out.append(f"**{_label(system)}**: {len(ms)} measured move(s), move_seconds {min(ms):.2f}–{max(ms):.2f} s "
-                       f"for partitions of {format_bytes(min(sizes)) if sizes else '?'}–"
-                       f"{format_bytes(max(sizes)) if sizes else '?'}.")
+            sizes = [m["partition_bytes"] for m in mine if m["partition_bytes"]]
+            out.append(f"**{_label(system)}**: {len(ms)} measured move(s) in {len({m['run_key'] for m in mine})} "
+                       f"run(s), move_seconds median {fmt_spread(ms)} s for partitions of "
+                       f"{format_bytes(min(sizes)) if sizes else MISSING}–{format_bytes(max(sizes)) if sizes else MISSING}.")
     for p in t["projection"]:
         if p["size_label"] == "8.2 TB" and p["link_gbit_s"] == 1.0:
             out.append(f"Projected 8.2 TB move at 1 Gbit/s, {_label(p['system'])}: **{p['move_time']}** "
@@ -623,11 +712,11 @@ def headline(t) -> list[str]:
     for v in t["model_validation"]:
         if v.get("target_pct") is not None and v.get("error_pct") is not None:
             out.append(f"Held-out check ({_short(v['system'])} model, largest size {format_bytes(v['partition_bytes'])}, run "
-                       f"`{v['run_key']}`): predicted {v['predicted_s']:.2f} s vs measured {v['measured_s']:.2f} s, "
-                       f"error {v['error_pct']:+.1f} % (target ±{v['target_pct']:g} %).")
-    bad = [r["run_key"] for r in t["runs"] if r["valid"] == "false"]
-    out.append(f"Safety: {len(t['runs']) - len(bad)} of {len(t['runs'])} run(s) not invalid"
-               + (f"; INVALID: {', '.join(bad)}" if bad else "") + ".")
+                       f"`{v['run_key']}`): predicted {fmt_num(v['predicted_s'])} s vs measured {fmt_num(v['measured_s'])} s, "
+                       f"error {v['error_pct']:+.1f} % (target ±{fmt_num(v['target_pct'])} %).")
+    bad = [r["run_key"] for r in t["runs"] if r["valid"] == "fail"]
+    out.append(f"Safety verdicts over {len(t['runs'])} run(s): {verdict_counts(r['valid'] or 'unknown' for r in t['runs'])}"
+               + (f"; failed: {', '.join(bad)}" if bad else "") + ".")
     return out
 
 
@@ -655,14 +744,10 @@ def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | o
 TITLE = "Partition reassignment: " + " vs ".join(p.label for p in PROFILES.values())
 
 
-def _config_rows(t):
-    return [[c["config_key"], c["runs"], fmt_num(c["move_seconds_median"]), fmt_num(c["unavailable_seconds_max"]),
-             format_bytes(c["partition_bytes_median"]), format_bytes(c["bytes_moved_median"]),
-             fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]), c["all_valid"]] for c in t["configs"]]
-
-
-CONFIG_HEAD = ["configuration", "runs", "move s (median)", "unavailable s (max)", "partition", "bytes moved",
-               "p99 before (ms)", "p99 during (ms)", "valid"]
+def _configs(t) -> list[dict[str, Any]]:
+    """The configs table, systems in registry order, then by scenario and label."""
+    order = {s: i for i, s in enumerate(_systems(t["configs"]))}
+    return sorted(t["configs"], key=lambda c: (c["scenario"] or "", order[c["system"]], c["config_label"] or ""))
 
 
 def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
@@ -670,16 +755,22 @@ def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     if synthetic:
         lines += [f"> **Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s)** (generated by bench/analysis/synthetic.py, "
                   "not measurements).", ""]
+    cfgs = _configs(t)
+    lines += ["## Provenance", ""] + [f"- {x}" for x in provenance_lines(t["runs"])] + [""]
+    lines += ["## Configurations compared", "", CONFIG_NOTE, "", md_table(CONFIG_HEAD, configuration_rows(cfgs, _label)), ""]
     lines += ["## Headline", ""] + [f"- {h}" for h in headline(t)] + [""]
+    lines += ["## Results per configuration", "", SPREAD_NOTE, "", md_table(RESULT_HEAD, result_rows(cfgs)), ""]
+    if any(c["moves"] for c in cfgs):
+        lines += ["## Bytes moved per configuration", "", BYTES_SPLIT_NOTE, "", md_table(BYTES_HEAD, bytes_rows(cfgs)), ""]
     for f in figs:
         lines += [f"## {f.title}", "", f"![{f.title}](figures/{f.name}.png)", "", f"*{f.caption}*", ""]
     lines += ["## Link fill during moves", ""] + (
         [LINK_FILL_NOTE, "", md_table(LINK_FILL_HEAD, _link_fill(t)), ""] if t["move_links"] else [NO_LINKS, ""])
-    lines += ["## Safety verdicts", "", md_table(SAFETY_HEAD, safety_rows(t)), ""]
+    lines += ["## Safety verdicts", "", SAFETY_NOTE, "", md_table(SAFETY_HEAD, safety_rows(t)), ""]
+    lines += [f"- {x}" for x in safety_counts(t)] + [""]
     if t["outages"]:
         rows, runs = fault_rows(t)
         lines += ["## Fault outages", "", FAULT_NOTE, "", md_table(FAULT_HEAD, rows), "", f"From {_short_runs(runs)}.", ""]
-    lines += ["## Configurations", "", md_table(CONFIG_HEAD, _config_rows(t)), ""]
     lines += ["## Model", "", model_markdown(t, notes)]
     return "\n".join(lines) + "\n"
 
@@ -693,6 +784,9 @@ def _md_inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
 
 
+VERDICT_CLASS = dict(zip(VERDICTS, ("ok", "bad", "unk")))
+
+
 def _html_table(head: list[str], rows: list[list[Any]], verdict_cols: tuple[int, ...] = ()) -> str:
     out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
     for r in rows:
@@ -700,7 +794,7 @@ def _html_table(head: list[str], rows: list[list[Any]], verdict_cols: tuple[int,
         for i, c in enumerate(r):
             cls = ""
             if i in verdict_cols:
-                cls = {"true": "ok", "false": "bad"}.get(str(c), "unk")
+                cls = VERDICT_CLASS.get(str(c), "unk")
             cells.append(f"<td class='{cls}'>{_md_inline(str(c))}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "\n".join(out) + "</tbody></table>"
@@ -749,7 +843,17 @@ def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     if synthetic:
         parts.append(f"<p class='banner'>Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s) "
                      "(generated by bench/analysis/synthetic.py, not measurements).</p>")
+    cfgs = _configs(t)
+    parts.append("<h2>Provenance</h2><ul>" + "".join(f"<li>{_md_inline(x)}</li>" for x in provenance_lines(t["runs"]))
+                 + "</ul>")
+    parts.append(f"<h2>Configurations compared</h2><p>{_md_inline(CONFIG_NOTE)}</p>"
+                 + _html_table(CONFIG_HEAD, configuration_rows(cfgs, _label)))
     parts.append("<h2>Headline</h2><ul>" + "".join(f"<li>{_md_inline(h)}</li>" for h in headline(t)) + "</ul>")
+    parts.append(f"<h2>Results per configuration</h2><p>{_md_inline(SPREAD_NOTE)}</p>"
+                 + _html_table(RESULT_HEAD, result_rows(cfgs)))
+    if any(c["moves"] for c in cfgs):
+        parts.append(f"<h2>Bytes moved per configuration</h2><p>{_md_inline(BYTES_SPLIT_NOTE)}</p>"
+                     + _html_table(BYTES_HEAD, bytes_rows(cfgs)))
     for f in figs:
         b64 = base64.b64encode(f.png).decode("ascii")
         parts.append(f"<h2>{html.escape(f.title)}</h2><figure><img alt='{html.escape(f.title)}' "
@@ -757,12 +861,13 @@ def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     parts.append("<h2>Link fill during moves</h2>" + (
         f"<p>{_md_inline(LINK_FILL_NOTE)}</p>" + _html_table(LINK_FILL_HEAD, _link_fill(t)) if t["move_links"]
         else f"<p>{_md_inline(NO_LINKS)}</p>"))
-    parts.append("<h2>Safety verdicts</h2>" + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6)))
+    parts.append(f"<h2>Safety verdicts</h2><p>{_md_inline(SAFETY_NOTE)}</p>"
+                 + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6))
+                 + "<ul>" + "".join(f"<li>{_md_inline(x)}</li>" for x in safety_counts(t)) + "</ul>")
     if t["outages"]:
         rows, runs = fault_rows(t)
         parts.append(f"<h2>Fault outages</h2><p>{_md_inline(FAULT_NOTE)}</p>" + _html_table(FAULT_HEAD, rows)
                      + f"<p>From {_md_inline(_short_runs(runs))}.</p>")
-    parts.append("<h2>Configurations</h2>" + _html_table(CONFIG_HEAD, _config_rows(t), verdict_cols=(8,)))
     parts.append("<h2>Model</h2>" + _md_to_html(model_markdown(t, notes)))
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -209,7 +209,9 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
     moves: list[dict[str, Any]] = []
     if cfg.with_checks:
         full = check_all(table)
-        checks = {k: ({"valid": v["valid"]} if isinstance(v, dict) and "valid" in v else v) for k, v in full.items()}
+        # each check's verdict and counts (lost_count, ...), as summary.json has them
+        checks = {k: ({"valid": v["valid"], **{c: x for c, x in v.items() if c.endswith("_count")}}
+                      if isinstance(v, dict) and "valid" in v else v) for k, v in full.items()}
         for m in full["move_seconds"]["moves"]:
             un = next((w["unavailable_seconds"] for w in full["unavailable_seconds"]["actions"]
                        if w["topic"] == m["topic"] and w["partition"] == m["partition"]), None)
@@ -223,7 +225,8 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
     summary = {
         "run_id": run_id, "scenario": scenario, "system": cfg.system, "synthetic": True,
         "started_at": facts["t0"], "finished_at": facts["t0"] + cfg.duration_s, "duration_s": cfg.duration_s,
-        "git_commit": None, "machine": {"note": "synthetic"},
+        "provenance": {"date": None, "machine": None, "git": {"commit": None, "dirty": None}, "versions": None,
+                       "links_emulated": False},
         "params": {"prefill_bytes_per_partition": cfg.prefill_bytes,
                    "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s, "brokers": 3},
         "checks": checks, "moves": moves, "producer": {"sent": int(cfg.rate_msgs_per_s * cfg.duration_s)},

@@ -177,6 +177,23 @@ def check_bytes_moved(history: pa.Table | HistoryView, scenario: Any = None) -> 
     }
 
 
+BYTES_SPLIT_NOTE = (
+    "Bytes moved = bytes a move sent between brokers or to/from object storage, in two parts: "
+    "**written during the move** = bytes producers wrote to the partition from the request to the "
+    "leader change to the new owner (the old owner accepted them, so the move carried them too; at most "
+    "bytes moved), and **partition at the request** = the rest (the log as it stood at the request for "
+    "a copy; the not-yet-uploaded tail for a handover).")
+
+
+def split_bytes_moved(bytes_moved: float | None, written_during: float | None) -> dict[str, float | None]:
+    """One move's bytes_moved in the two parts :data:`BYTES_SPLIT_NOTE` defines
+    (``bytes_moved_at_request``, ``bytes_moved_during_move``); None where either input is."""
+    if bytes_moved is None or written_during is None:
+        return {"bytes_moved_at_request": None, "bytes_moved_during_move": None}
+    during = min(float(bytes_moved), float(written_during))
+    return {"bytes_moved_at_request": _intish(float(bytes_moved) - during), "bytes_moved_during_move": _intish(during)}
+
+
 def _intish(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 

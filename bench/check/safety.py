@@ -11,12 +11,25 @@ from bench.check.view import (
 )
 
 
+VERDICTS = ("pass", "fail", "unknown")  # a checker's valid True / False / "unknown", in words
+
+
+def verdict(valid: Any) -> str:
+    """A checker's ``valid`` in words: pass (True), fail (False), else unknown (never a pass)."""
+    return "pass" if valid is True else "fail" if valid is False else "unknown"
+
+
+def verdict_counts(verdicts: Any) -> str:
+    """``5 pass, 0 fail, 1 unknown``: each verdict (a word) counted under its own."""
+    vs = list(verdicts)
+    return ", ".join(f"{vs.count(v)} {v}" for v in VERDICTS)
+
 
 def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """Lost writes: sends acknowledged as ok whose ``msg_id`` is never read.
 
-    valid False if any; "unknown" if the history has no reads at all (nothing to compare with).
-    Reports counts, up to 20 example ids (lowest first) and lost counts per partition.
+    valid False if any; "unknown" if the history has no reads at all (nothing to compare with; then
+    no count either: an unknown check's counts are null, never 0). Reports counts, up to 20 example ids (lowest first) and lost counts per partition.
     """
     v = _view(history, scenario)
     acked = _uniq(v.s_id[v.s_out == _OK])
@@ -50,7 +63,7 @@ def check_duplicates(history: pa.Table | HistoryView, scenario: Any = None) -> d
     """
     v = _view(history, scenario)
     if v.r_id.size == 0:
-        return {"valid": "unknown", "reason": "no reads in history", "duplicated_count": 0}
+        return {"valid": "unknown", "reason": "no reads in history", "duplicated_count": None}
     pos = v.read_positions
     ids, starts, counts = _runs(pos["id"])  # positions are sorted by msg_id
     dup = counts > 1
@@ -85,7 +98,7 @@ def check_reordering(history: pa.Table | HistoryView, scenario: Any = None) -> d
     """
     v = _view(history, scenario)
     if v.r_id.size == 0:
-        return {"valid": "unknown", "reason": "no reads in history", "reordered_count": 0}
+        return {"valid": "unknown", "reason": "no reads in history", "reordered_count": None}
     pos = v.read_positions
     # First occurrence (lowest offset) per (msg_id, topic, partition): rows are sorted that way.
     n = pos["id"].size
@@ -154,7 +167,7 @@ def check_unexpected(history: pa.Table | HistoryView, scenario: Any = None) -> d
     without reads."""
     v = _view(history, scenario)
     if v.r_id.size == 0:
-        return {"valid": "unknown", "reason": "no reads in history", "unexpected_count": 0}
+        return {"valid": "unknown", "reason": "no reads in history", "unexpected_count": None}
     ids = _uniq(v.r_id[v.read_send_index < 0])
     return {"valid": ids.size == 0, "unexpected_count": int(ids.size),
             "examples": ids[:EXAMPLES].tolist()}

@@ -1,19 +1,29 @@
 """``summary.json`` of a run: a pure function of the run's stored history and resolved scenario.
 
 :func:`build_summary` is what the runner writes and what ``python -m bench analyze RUN_DIR``
-recomputes, so ``analyze`` reproduces ``summary.json`` exactly (run facts such as start time,
-git commit and machine come from the history's ``run_start`` / ``run_end`` events, not from the
+recomputes, so ``analyze`` reproduces ``summary.json`` exactly (run facts such as start time
+and provenance come from the history's ``run_start`` / ``run_end`` events, not from the
 clock). Shape::
 
-    {run_id, scenario, system, started_at, finished_at, duration_s, completed, error, git_commit,
-     machine: {cpus, mem_gib, platform, python},
+    {run_id, scenario, system, started_at, finished_at, duration_s, completed, error,
+     config_id (the run id without its repetition), repetition (1-based), repetitions,
+     provenance: {date, machine: {cpus, mem_gib, kernel, platform, python}, git: {commit, dirty},
+                  versions: {reassign-bench, confluent-kafka, librdkafka, kafka-python, locust,
+                             pyspark, minio, seaweedfs}, links_emulated},
+     configuration: {system, label, brokers, replication_factor, min_insync_replicas, acks,
+                     ack_meaning, throttle_bytes_per_s, throttle_rule, link_rate,
+                     client_link_rate, object_store_link_rate, wal_batch_interval_ms,
+                     wal_upload_threshold_bytes},
      params: {prefill_bytes_per_partition, replication_throttle_bytes_per_s,
               objstore_bandwidth_bytes_per_s, message_bytes, produce_rate_msgs_per_s, brokers,
               producers, duration_s, partitions, replication_factor, link_rate,
               object_store_link_rate, client_link_rate, <every matrix key>},
      checks: <bench.checkers.check_all>,
      moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
-              bytes_moved_inter_broker, bytes_moved_objstore, unavailable_seconds, partition_bytes,
+              bytes_moved_inter_broker, bytes_moved_objstore, bytes_written_during_move (acked on the
+              partition from the request to the leader change), bytes_moved_at_request,
+              bytes_moved_during_move (bench.check.moves.split_bytes_moved), unavailable_seconds,
+              partition_bytes,
               phases: {phase: seconds},
               links: {from_ts, to_ts, samples, nodes: {node: {role (source|target|objstore),
                       tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
@@ -53,7 +63,8 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all
-from bench.check.moves import link_stats, move_link_fill, outage_of
+from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
+from bench.check.safety import verdict, verdict_counts
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
@@ -71,6 +82,7 @@ from bench.history.names import (
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, Scenario, parse_scenario
+from workloads.messages import PRODUCER_ACKS, PRODUCER_LINGER_MS
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -87,7 +99,7 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
         "producers": wl.producers,
         "duration_s": wl.duration_s,
         "partitions": sum(t.partitions for t in wl.topics),
-        "replication_factor": max(t.replication_factor for t in wl.topics),
+        "replication_factor": max(sc.replication_factor(t) for t in wl.topics),
         "shape": wl.shape.kind,
         "key_distribution": wl.key_distribution,
         # the effective rates: the other two links default to link_rate (bench/run/cluster.py)
@@ -99,6 +111,38 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
     for k, v in (matrix or {}).items():
         out[k] = v
     return out
+
+
+def throttle_rule(sc: Scenario) -> str | None:
+    """How the scenario set the replication throttle, in an operator's words."""
+    share = sc.system.replication_throttle_of_link
+    if share is not None:
+        return (f"{share:.0%} of a broker's {sc.network.link_rate} link per move; the rest stays "
+                f"for produce, fetch and in-sync replication")
+    if sc.system.replication_throttle_bytes_per_s is not None:
+        return "a fixed rate in bytes/s"
+    return None
+
+
+def configuration_of(sc: Scenario) -> dict[str, Any]:
+    """The settings a reader needs to judge whether two systems were compared on equal terms
+    (the report's "configurations compared" table)."""
+    wl, net, prof = sc.workload, sc.network, sc.profile
+    rf = max(sc.replication_factor(t) for t in wl.topics)
+    min_isr = max(sc.min_insync_replicas(t) for t in wl.topics)
+    has_store = prof.object_store is not None
+    throttle = sc.settings()["replication_throttle_bytes_per_s"] if prof.bandwidth_param == \
+        "replication_throttle_bytes_per_s" else None
+    return {
+        "system": sc.system.kind, "label": prof.label, "brokers": sc.system.brokers,
+        "replication_factor": rf, "min_insync_replicas": min_isr if rf > 1 else None,
+        "acks": PRODUCER_ACKS, "linger_ms": PRODUCER_LINGER_MS, "ack_meaning": prof.ack_meaning,
+        "throttle_bytes_per_s": throttle, "throttle_rule": throttle_rule(sc) if throttle else None,
+        "link_rate": net.link_rate, "client_link_rate": net.client_link_rate or net.link_rate,
+        "object_store_link_rate": (net.object_store_link_rate or net.link_rate) if has_store else None,
+        "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None,
+        **prof.describe(sc.settings()),
+    }
 
 
 def clean(x: Any) -> Any:
@@ -124,9 +168,19 @@ def _first_detail(v: HistoryView, name: str) -> dict[str, Any]:
 
 
 def _acked_bytes_before(table: pa.Table, topic: str, partition: int, ts: float) -> int:
+    return _acked_bytes(table, topic, partition, pc.less_equal(table["ack_ts"], ts))
+
+
+def _acked_bytes_between(table: pa.Table, topic: str, partition: int, lo: float, hi: float) -> int:
+    """Bytes of the partition's sends acked in [lo, hi)."""
+    return _acked_bytes(table, topic, partition,
+                        pc.and_(pc.greater_equal(table["ack_ts"], lo), pc.less(table["ack_ts"], hi)))
+
+
+def _acked_bytes(table: pa.Table, topic: str, partition: int, when) -> int:
     m = pc.and_(pc.and_(pc.equal(table["kind"], "send"), pc.equal(table["outcome"], "ok")),
                 pc.and_(pc.equal(table["topic"], topic), pc.equal(table["partition"], partition)))
-    m = pc.and_(m, pc.less_equal(table["ack_ts"], ts))
+    m = pc.and_(m, when)
     sizes = table.filter(pc.fill_null(m, False))["size_bytes"]
     s = pc.sum(sizes).as_py()
     return int(s or 0)
@@ -166,6 +220,8 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             ib, obj = 0, 0
         secs = m.get("move_seconds")
         req = m.get("request_ts")
+        lc = m.get("leader_change_ts")
+        during = _acked_bytes_between(table, tp[0], tp[1], req, lc) if req is not None and lc is not None else None
         out.append({
             "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
             "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
@@ -173,6 +229,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "move_seconds": secs if isinstance(secs, (int, float)) else None,
             **({} if isinstance(secs, (int, float)) else {"move_reason": m.get("reason", "unknown")}),
             "bytes_moved_inter_broker": int(ib), "bytes_moved_objstore": int(obj),
+            "bytes_written_during_move": during, **split_bytes_moved(int(ib) + int(obj), during),
             "unavailable_seconds": unavail.get((aid, tp[0], tp[1])),
             "partition_bytes": prefill.get(tp, 0) + (_acked_bytes_before(table, tp[0], tp[1], req)
                                                      if req is not None else 0),
@@ -275,8 +332,11 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "duration_s": end.get("duration_s"),
         "completed": end.get("completed"),
         "error": end.get("error"),
-        "git_commit": start.get("git_commit"),
-        "machine": start.get("machine"),
+        "config_id": start.get("config_id", start.get("run_id")),
+        "repetition": start.get("repetition", 1),
+        "repetitions": start.get("repetitions", 1),
+        "provenance": start.get("provenance"),
+        "configuration": start.get("configuration") or (configuration_of(scenario) if scenario else None),
         "params": start.get("params") or (params_of(scenario) if scenario else {}),
         "checks": checks,
         "moves": _moves(table, v, checks),
@@ -368,11 +428,13 @@ def print_comparison(summaries: list[tuple[str, dict[str, Any]]], title: str = "
     for col in ("scenario", "system", "partition bytes", "move s", "inter-broker", "objstore",
                 "unavail. s", "p99 during ms", "acked", "msg/s", "checks", "run"):
         t.add_column(col, overflow="fold")
-    for r in comparison_rows(summaries):
-        v = r["valid"]
-        verdict = {True: "[green]pass[/green]", False: f"[red]FAIL {r['failed']}[/red]"}.get(v, f"[yellow]{v}[/yellow]")
+    rows = comparison_rows(summaries)
+    for r in rows:
+        word = verdict(r["valid"])
+        shown = {"pass": "[green]pass[/green]", "fail": f"[red]fail {r['failed']}[/red]"}.get(word, "[yellow]unknown[/yellow]")
         t.add_row(r["scenario"] or "-", r["system"] or "-", _fmt_bytes(r["partition_bytes"]), _fmt_s(r["move_seconds"]),
                   _fmt_bytes(r["bytes_inter_broker"]), _fmt_bytes(r["bytes_objstore"]),
                   _fmt_s(r["unavailable_seconds"]), _fmt_s(r["p99_during_ms"]), str(r["acked"]),
-                  f"{r['rate']:.0f}" if isinstance(r["rate"], (int, float)) else "-", verdict, str(r["path"]))
+                  f"{r['rate']:.0f}" if isinstance(r["rate"], (int, float)) else "-", shown, str(r["path"]))
     console.print(t)
+    console.print(f"checks: {verdict_counts(verdict(r['valid']) for r in rows)}")

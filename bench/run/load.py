@@ -230,7 +230,9 @@ def drive(spec: dict[str, Any]) -> int:
 
     writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
     stats = LiveStats()
-    topics = ",".join(f"{t['name']}:{t['partitions']}" for t in spec["topics"])
+    # A topic's "producers" (the scenario's Topic.producers): its own users, producing to it only.
+    topics = ",".join(f"{t['name']}:{t['partitions']}" + (f":{t['producers']}" if t.get("producers") else "")
+                      for t in spec["topics"])
     opts = kp.options(
         kafka_bootstrap=spec["bootstrap"], kafka_topics=topics, kafka_message_bytes=spec["message_bytes"],
         kafka_rate=spec["rate"], kafka_users=spec["producers"], kafka_key_distribution=spec["key_distribution"],

@@ -361,7 +361,7 @@ class Run:
         wl = self.sc.workload
         shape = {k: v for k, v in wl.shape.model_dump().items() if v is not None}
         return {"bootstrap": self.cluster.bootstrap,
-                "topics": [{"name": t.name, "partitions": t.partitions} for t in wl.topics],
+                "topics": [{"name": t.name, "partitions": t.partitions, "producers": t.producers} for t in wl.topics],
                 "message_bytes": wl.message_bytes, "rate": wl.produce_rate_msgs_per_s, "producers": wl.producers,
                 "key_distribution": wl.key_distribution, "shape": shape, "duration_s": wl.duration_s,
                 "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet")}

@@ -28,7 +28,7 @@ DEFAULTS = {
     "s3.upload.bytes.per.s": None,
     "s3.download.bytes.per.s": None,
     "s3.max.concurrency": 8,
-    "wal.batch.interval.ms": 250,
+    "wal.batch.interval.ms": 100,  # acks within ~5 x linger.ms of the load's producers: workloads/messages.py
     "wal.batch.max.bytes": 8 * MiB,
     "wal.max.inflight": 4,  # WAL objects being written at once
     "wal.max.pending.bytes": 128 * MiB,  # appended but not yet durable: above it, produce is refused
