@@ -1,7 +1,7 @@
 """Load for a run: prefill, the Locust producer process, and the verifying consumer.
 
 * :func:`prefill` (runs in the runner's process) writes ``bytes_per_partition`` into each partition
-  before the measurement, fast: 64 KiB records, big batches, ``acks=1``, no idempotence. Prefill
+  before the measurement, fast: 64 KiB records, big batches, ``acks=all`` (so every in-sync replica holds the prefill when the load starts), no idempotence. Prefill
   records carry a ``prefill`` header and no ``id``, so the verifying consumer reads them as
   ``msg_id -1`` (ignored by the checkers, counted per partition).
 * ``python -m bench.run.load SPEC.json`` (started by the runner as its own process, so Locust's gevent
@@ -53,7 +53,7 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
     if bytes_per_partition <= 0 or not tps:
         return out
     errors: list[str] = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
                   "linger.ms": 20, "batch.size": batch_bytes, "batch.num.messages": 100_000,
                   "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
                   "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),

@@ -4,7 +4,7 @@ and ratios measured within one session that must hold on any machine of this kin
 Timing gates (a slower build shows as a larger median, compared with the baseline in .benchmarks/):
 
 - produce:  N x 4 KiB into one broker with the harness's fast producer (bench.run.load.prefill,
-            acks=1); a round is the CPU seconds of client and broker (:class:`CpuClock`)
+            acks=all, one replica); a round is the CPU seconds of client and broker (:class:`CpuClock`)
                                                                    -> MB per CPU second in extra_info
 - fetch:    the same N messages read back by a confluent-kafka consumer; CPU seconds likewise
 - copy:     a harness run on emulated 100mbit links moving a replication partition of B bytes
