@@ -320,6 +320,7 @@ class HistoryView:
                     ts = float(e.detail.get("ts", e.ts)) if e.event == EVENT_MOVE_COMPLETE else e.ts
                     a.last_move_event = ts if a.last_move_event is None else max(a.last_move_event, ts)
         sc = self.scenario
+        placement = sc.placement() if sc is not None else {}
         for a in acts.values():
             sa = None
             if sc is not None and isinstance(a.action_id, int) and 0 <= a.action_id < len(sc.actions):
@@ -329,7 +330,7 @@ class HistoryView:
             if a.broker is None and sa is not None:
                 a.broker = sa.broker
             if sa is not None:
-                for m in sa.moves(sc.placement()):
+                for m in sa.moves(placement):
                     a.planned.add((m.topic, m.partition))
                     a.targets.setdefault((m.topic, m.partition), list(m.to))
         return sorted((a for a in acts.values() if a.start is not None), key=lambda a: a.start)

@@ -79,6 +79,8 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from bench.check.safety import verdict
+
 
     console = Console()
     t = Table(title="built-in scenarios (workloads/scenarios)")
@@ -113,9 +115,13 @@ def cmd_list(args) -> int:
         moves = ", ".join(f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?"
                           for m in s.get("moves", [])) or "-"
         t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(s),
-                  verdict(s.get("checks", {}).get("valid")), moves, str(d))
+                  _marked(verdict(s.get("checks", {}).get("valid"))), moves, str(d))
     console.print(t if run_dirs else f"no runs under {root}")
     return 0
+
+
+def _marked(word: str) -> str:
+    return f"[red]{word}[/red]" if word == "fail" else word
 
 
 def run_status(summary: dict) -> str:
@@ -125,10 +131,6 @@ def run_status(summary: dict) -> str:
     if err and "KeyboardInterrupt" in err:  # Ctrl-C or SIGTERM (sigterm_as_interrupt)
         return f"[red]interrupted[/red] ({err})"
     return f"[red]failed[/red] ({err})" if err else "[red]incomplete[/red]"
-
-
-def verdict(valid) -> str:
-    return {True: "pass", False: "[red]fail[/red]"}.get(valid, "unknown")
 
 
 def cmd_suite(args) -> int:

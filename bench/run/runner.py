@@ -243,7 +243,7 @@ class Run:
                                        "brokers": sorted(self.cluster.brokers), "network": network})
         self._create_topics()
         self._start_poller()
-        self._wait_leaders(30.0)
+        self._wait_partitions(lambda m: m["leader"] >= 0, 30.0, "partitions without a leader")
         if sc.prefill.bytes_per_partition:
             st.phase = "prefill"
             self._notify()
@@ -258,7 +258,8 @@ class Run:
             # followers catching up on the prefill neither delay acks=all nor overlap a move.
             st.phase = "prefill: followers in sync"
             self._notify()
-            self._wait_in_sync(180.0)
+            self._wait_partitions(lambda m: set(m["isr"]) == set(m["replicas"]), 180.0,
+                                  "replicas not in sync after the prefill")
         st.phase = "load"
         self._notify()
         self._start_load()
@@ -320,30 +321,20 @@ class Run:
         self.event(EVENT_TOPICS_CREATED, {"placement": {t: {str(p): r for p, r in v.items()} for t, v in plan.items()},
                                       "configs": cfg})
 
-    def _wait_leaders(self, timeout: float) -> None:
+    def _wait_partitions(self, ready: Callable[[dict], bool], timeout: float, what: str) -> None:
+        """Until every partition's metadata (as the poller last saw it) is ``ready``; RunError
+        naming ``what`` and the first partitions that were not, after ``timeout`` seconds."""
         deadline = time.time() + timeout
-        want = set(self.sc.partitions())
-        while time.time() < deadline:
-            with self.state.lock:
-                md = dict(self.state.metadata)
-            if all(tp in md and md[tp]["leader"] >= 0 for tp in want):
-                return
-            time.sleep(0.1)
-        raise RunError(f"partitions without a leader {timeout:.0f}s after creation")
-
-    def _wait_in_sync(self, timeout: float) -> None:
-        deadline = time.time() + timeout
-        want = set(self.sc.partitions())
+        want = sorted(self.sc.partitions())
         behind: list[str] = []
         while time.time() < deadline:
             with self.state.lock:
                 md = dict(self.state.metadata)
-            behind = [f"{t}-{p}" for t, p in sorted(want)
-                      if (t, p) not in md or set(md[(t, p)]["isr"]) != set(md[(t, p)]["replicas"])]
+            behind = [f"{t}-{p}" for t, p in want if (t, p) not in md or not ready(md[(t, p)])]
             if not behind:
                 return
-            time.sleep(0.2)
-        raise RunError(f"replicas not in sync {timeout:.0f}s after the prefill: {', '.join(behind[:5])}")
+            time.sleep(0.1)
+        raise RunError(f"{what} {timeout:.0f}s on: {', '.join(behind[:5])}")
 
     # -- metadata poller ---------------------------------------------------------------------
 
