@@ -44,6 +44,13 @@ bench-automq: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_automq_bench.py --benchmark-only \
 		--benchmark-columns=median,min,max,rounds -q -s
 
+# The TB-scale projection on Spark (bench/analysis/projection.py): >= 100,000 grid points and the
+# cluster simulations per round, target under 2 minutes after the session is up. About 5 minutes.
+.PHONY: bench-projection
+bench-projection: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_projection_bench.py --benchmark-only \
+		--benchmark-columns=median,min,max,rounds -q -s
+
 # Moves, contention and the shared system's object-store bound on emulated links (issue 11's
 # figures, docs/measurements/network.md); needs root or CAP_NET_ADMIN. About 12 minutes.
 bench-network: $(STAMP)

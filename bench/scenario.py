@@ -253,11 +253,15 @@ _ACTION_REQUIRED: dict[str, frozenset[str]] = {
 }
 _ACTION_OPTIONAL: dict[str, frozenset[str]] = {
     "reassign": frozenset({"to", "replace", "by"}),
-    "add_broker_and_rebalance": frozenset({"broker"}),  # default: next free id
-    "drain_broker": frozenset({"to"}),  # default: every other broker
+    # concurrency: moves in flight per broker (Cruise Control's
+    # num.concurrent.partition.movements.per.broker); default: the whole plan in one request.
+    "move_set": frozenset({"concurrency"}),
+    "add_broker_and_rebalance": frozenset({"broker", "concurrency"}),  # broker default: next free id
+    "drain_broker": frozenset({"to", "concurrency"}),  # to default: every other broker
     "set_link_rate": frozenset({"broker", "node"}),  # exactly one of them
 }
-_ACTION_FIELDS = ("topic", "partition", "to", "replace", "by", "broker", "partitions", "node", "rate")
+_ACTION_FIELDS = ("topic", "partition", "to", "replace", "by", "broker", "partitions", "node", "rate",
+                  "concurrency")
 
 
 def _tc_rate(value: Any) -> Any:
@@ -293,6 +297,8 @@ class Action(_Model):
     partitions: Optional[Annotated[list[PartitionMove], Field(min_length=1)]] = None
     node: Optional[Literal[LINK_NODES]] = None
     rate: Optional[TcRate] = None
+    # Max partition moves in flight per broker (as source or target); the rest wait for a slot.
+    concurrency: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
 
     @model_validator(mode="after")
     def _fields_match_kind(self) -> Action:

@@ -44,7 +44,9 @@ def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     base = root / "synthetic-sweep" / "20300101T000000Z"
     seed = 1
-    for size in (2 * MiB, 6 * MiB, 12 * MiB):
+    # Four sizes per system (the held-out size check fits on the three smaller, which span > 8x at
+    # the request, and predicts the largest), plus a copy run at a faster throttle.
+    for size in (1 * MiB, 4 * MiB, 16 * MiB, 24 * MiB):
         cfg = SynthRun(system="replication", prefill_bytes=size, throttle_bytes_per_s=4 * MiB, rate_msgs_per_s=80,
                        duration_s=1, move_at_s=5, seed=seed)
         cfg.duration_s = math.ceil(cfg.move_at_s + cfg.move_seconds + 6)
@@ -53,10 +55,10 @@ def results(tmp_path_factory):
     write_run(base / "replication-6MiB-fast", SynthRun(system="replication", prefill_bytes=6 * MiB,
                                                        throttle_bytes_per_s=16 * MiB, rate_msgs_per_s=80,
                                                        duration_s=14, move_at_s=5, seed=seed))
-    for size in (2 * MiB, 12 * MiB):
+    for size, tail in ((1 * MiB, 1 * MiB), (4 * MiB, 3 * MiB), (16 * MiB, 2 * MiB), (24 * MiB, 5 * MiB)):
         seed += 1
         write_run(base / f"shared-{size}", SynthRun(system="shared", prefill_bytes=size, rate_msgs_per_s=80,
-                                                    duration_s=14, move_at_s=5, seed=seed))
+                                                    tail_bytes=tail, duration_s=14, move_at_s=5, seed=seed))
     return root
 
 
@@ -68,7 +70,7 @@ def agg(spark, results, tmp_path_factory):
 
 def test_discovers_runs_and_writes_every_table(agg, results):
     runs, warnings = discover_runs([results])
-    assert len(runs) == 6 and not warnings
+    assert len(runs) == 9 and not warnings
     assert all(r.run_key.startswith("synthetic-sweep/20300101T000000Z/") for r in runs)
     for name, cols in TABLES.items():
         t = pq.read_table(agg.out_dir / f"{name}.parquet")
@@ -76,7 +78,7 @@ def test_discovers_runs_and_writes_every_table(agg, results):
         assert (agg.out_dir / f"{name}.csv").read_text().splitlines()[0] == ",".join(c for c, _ in cols)
     assert (agg.out_dir / "summary.md").read_text().startswith("# Aggregate of reassignment runs")
     assert json.loads((agg.out_dir / "model.json").read_text())["projection"]
-    assert len(agg.tables["runs"]) == 6 and all(r["synthetic"] for r in agg.tables["runs"])
+    assert len(agg.tables["runs"]) == 9 and all(r["synthetic"] for r in agg.tables["runs"])
 
 
 def _checked(run_dir):
@@ -115,15 +117,27 @@ def test_per_run_figures_agree_with_the_checkers(agg, results):
 
 def test_models_and_held_out_check(agg):
     fit = {m["system"]: m for m in agg.tables["model_fit"]}
-    assert fit["replication"]["slope_fitted"] and fit["replication"]["efficiency"] == pytest.approx(0.9, rel=0.05)
-    val = [v for v in agg.tables["model_validation"] if v["system"] == "replication"]
-    assert val and all(v["status"] == "ok" and abs(v["error_pct"]) <= 15 for v in val)
+    # the synthetic story's physics: copy t = 0.6 + B / (0.9 x 4 MiB/s - r), shared c + tail / L
+    assert fit["replication"]["efficiency"] == pytest.approx(0.9, rel=0.05)
+    assert fit["shared"]["efficiency"] == pytest.approx(1.0, rel=0.05)
+    val = {(v["system"], v["axis"]): v for v in agg.tables["model_validation"]}
+    for system in ("replication", "shared"):
+        v = val[(system, "size")]
+        assert v["status"] == "ok" and v["held_out_value"] == 24 * MiB and abs(v["error_pct"]) <= 15
+        assert "24MiB" not in v["train_runs"] and v["n_train"] == 3
+    model = json.loads((agg.out_dir / "model.json").read_text())
+    assert {h["case"] for h in model["headline"]} == {"partition", "cluster"}
+    # the copy model has no throttle or ingest check here: its projections are not validated
+    copy = [h for h in model["headline"] if h["system"] == "replication"]
+    assert all(h["status"] == "not validated" and h["value_s"] is None and "throttle" in h["reason"] for h in copy)
+    shared = next(h for h in model["headline"] if h["system"] == "shared" and h["case"] == "partition")
+    assert shared["status"] == "validated" and shared["value_s"] < 10 and shared["error_pct"] is not None
+    assert model["grid"]["points"] >= 100_000
     proj = {(p["system"], p["link_gbit_s"], p["size_label"]): p for p in agg.tables["projection"]}
-    assert proj[("replication", 1.0, "8.2 TB")]["move_seconds"] > 3600 * 15
-    assert proj[("shared", 1.0, "8.2 TB")]["move_seconds"] < 5
-    assert len(agg.tables["configs"]) == 6
-    tl = [x for x in agg.tables["timeline"] if x["run_key"].endswith("shared-2097152")]
-    assert sum(x["sent"] for x in tl) == next(r["sends"] for r in agg.tables["runs"] if r["run_key"].endswith("shared-2097152"))
+    assert proj[("replication", 1.0, "8.2 TB")]["move_time"] == "not validated"
+    assert len(agg.tables["configs"]) == 9
+    tl = [x for x in agg.tables["timeline"] if x["run_key"].endswith("shared-1048576")]
+    assert sum(x["sent"] for x in tl) == next(r["sends"] for r in agg.tables["runs"] if r["run_key"].endswith("shared-1048576"))
 
 
 def test_no_runs_is_a_clear_error(spark, tmp_path):

@@ -133,3 +133,32 @@ def main_code(argv: list[str]) -> int:
     with pytest.raises(SystemExit) as e:
         main(argv)
     return e.value.code
+
+
+def test_collect_and_render_a_model_extract(tmp_path):
+    model = {
+        "models": {"replication": {"system": "replication", "formula": "t = 0.8 s + B / (0.85 x T - r)", "n": 12,
+                                   "runs": "a,b", "fixed_s": 0.8, "fixed_se": 0.1, "efficiency": 0.85}},
+        "validation": [{"system": "replication", "axis": "size", "label": "64 MiB", "status": "ok", "error_pct": -3.2,
+                        "target_pct": 15.0, "measured_s": 14.1, "predicted_s": 13.65, "n_train": 9, "n_test": 3,
+                        "train_runs": ["a"], "test_runs": ["b"], "reason": None, "family": "brokers=4"}],
+        "headline": [{"case": "partition", "title": "One partition", "system": "replication", "link_gbit_s": 1.0,
+                      "status": "validated", "value_s": 3600.0, "value_text": "1.0 h", "error_pct": 3.2,
+                      "validations": ["size"], "reason": None, "basis": "b"},
+                     {"case": "partition", "title": "One partition", "system": "shared", "link_gbit_s": 1.0,
+                      "status": "not validated", "value_s": None, "value_text": None, "error_pct": None,
+                      "validations": [], "reason": "no passing held-out size check", "basis": "b"}],
+        "grid": {"points": 197784},
+    }
+    src = tmp_path / "model.json"
+    src.write_text(json.dumps(model))
+    out = fig.collect([src], "models", out_dir=tmp_path)
+    text = fig.render("models", tmp_path)
+    assert json.loads(out.read_text())["kind"] == "model"
+    assert "| partition | replication | 1 Gbit/s | 1.0 h | ≤ 3.20 % | size |" in text
+    assert "not validated: no passing held-out size check" in text and "| replication | size | 64 MiB | ok |" in text
+    bad = tmp_path / "other" / "model.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"models": {}}))
+    with pytest.raises(fig.FiguresError, match="not an aggregate's model.json"):
+        fig.collect([bad], "x", out_dir=tmp_path)

@@ -72,8 +72,30 @@ def _tables():
     t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
          "configs": configs, "outages": outages, "links": links, "move_links": move_links}
     _, model_tables = fit_models(moves)
-    t.update(model_tables)
+    t.update(model_tables, projection=_projection(), rebalance=_rebalance())
     return t
+
+
+def _projection():
+    """Validated copy rows (one never finishes) and a shared system that is not validated."""
+    rows = []
+    for gbit in (1.0, 10.0):
+        for label, size in (("1 GB", 1e9), ("8.2 TB", 8.2e12)):
+            never = gbit == 1.0 and size > 1e12
+            rows.append({"system": "replication", "link_gbit_s": gbit, "size_label": label, "partition_bytes": size,
+                         "move_seconds": None if never else 0.5 + size / (gbit * 1.06e8 - 1e8 if gbit > 1 else 6e6),
+                         "never": never, "validated": True, "error_pct": 4.0, "reason": None, "basis": "copy basis",
+                         "based_on_runs": "hand/t/replication-4194304"})
+            rows.append({"system": "shared", "link_gbit_s": gbit, "size_label": label, "partition_bytes": size,
+                         "move_seconds": None, "never": False, "validated": False, "error_pct": None,
+                         "reason": "no passing held-out size check", "basis": "shared basis", "based_on_runs": ""})
+    return rows
+
+
+def _rebalance():
+    return [{"system": "replication", "brokers": b, "add": b // 10, "total_bytes": 1e15, "link_gbit_s": g,
+             "concurrency": 5, "rebalance_seconds": 3600.0 * 100 / b / g, "validated": True, "headline": False}
+            for b in (10, 100, 500) for g in (1.0, 10.0)]
 
 
 COPY_CONFIGURATION = {"system": "replication", "label": "copy", "replication_factor": 3, "min_insync_replicas": 2,
@@ -141,15 +163,15 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     html = out["html"].read_text()
     md = out["markdown"].read_text()
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
-    assert len(imgs) == 7 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
+    assert len(imgs) == 8 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
     assert "src='figures" not in html and "SYNTHETIC" in html
     for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "links", "unavailable_seconds",
-                 "move_phases", "projection"):
+                 "move_phases", "projection", "rebalance"):
         assert (out["figures"] / f"{name}.png").stat().st_size > 5000
         assert f"figures/{name}.png" in md
     captions = re.findall(r"^\*(.+)\*$", md, re.M)
-    assert len(captions) == 7 and all("run(s)" in c for c in captions)
-    assert "8.2 TB" in md and "Held-out" in md and "Safety verdicts" in md
+    assert len(captions) == 8 and all("run(s)" in c or "validated" in c for c in captions)
+    assert "Held-out" in md and "Safety verdicts" in md
     # Labels come from the profiles; a system without one keeps its name.
     assert "**replication copy (Kafka)**: 3 measured move(s) in 3 run(s)" in md
     assert "**shared storage (AutoMQ-style)**: 2 measured move(s)" in md and "**unknown**: 1 measured move(s)" in md
@@ -256,8 +278,8 @@ def test_report_opens_with_provenance_and_the_configurations_compared(tmp_path):
                      machine="2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7", links_emulated=True,
                      versions=json.dumps({"confluent-kafka": "2.6.0", "seaweedfs": "3.80"}))
     md = _report(tmp_path, t)["markdown"].read_text()
-    head = md.split("## Headline", 1)[0]
-    assert head.index("## Provenance") < head.index("## Configurations compared")
+    head = md.split("## Measured at a glance", 1)[0]
+    assert head.index("## Headline") < head.index("## Provenance") < head.index("## Configurations compared")
     assert "- Machine: 2 cores, 23.5 GiB, kernel 6.18.44, Python 3.11.7 (6 runs); unknown (3 runs)." in head
     assert "- Date (UTC): 2030-01-01 00:00 to 2030-01-02 00:00 (3 runs unknown)." in head
     assert "- Git commit: abc123def456 (5 runs); abc123def456 (dirty) (1 run); unknown (3 runs)." in head

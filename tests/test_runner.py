@@ -230,3 +230,23 @@ def test_shapes():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_move_scheduler_limits_moves_per_broker():
+    """Cruise Control's per-broker concurrency: a move counts on every broker it adds or removes a
+    replica on; moves start in plan order, a later one passes a blocked one; None = all at once."""
+    from bench.run.timeline import MoveScheduler
+
+    plan = [("t", 0, [4], [1]), ("t", 1, [4], [2]), ("t", 2, [5], [3]), ("t", 3, [2, 6, 7], [2, 3, 7])]
+    s = MoveScheduler(plan, 1)
+    assert [p for _, p, _ in s.take()] == [0, 2]  # 1 waits for broker 4; 3 waits for broker 3
+    assert s.queued() == 2 and s.take() == []
+    s.finish(("t", 0))
+    assert [p for _, p, _ in s.take()] == [1]
+    s.finish(("t", 2))
+    assert [(p, to) for _, p, to in s.take()] == [(3, [2, 6, 7])]  # counts on 3 and 6, not 2 or 7
+    for tp in [("t", 1), ("t", 3)]:
+        s.finish(tp)
+    assert s.idle() and s.load == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 0}
+    every = MoveScheduler(plan, None)
+    assert len(every.take()) == 4 and every.queued() == 0

@@ -55,24 +55,25 @@ def test_builtin_scenario_loads_and_expands(path):
     n = 1
     for values in sc.matrix.values():
         n *= len(values)
-    assert len(runs) == n
+    assert len(runs) == n * sc.repetitions
     for rid, run in runs:
         assert re.fullmatch(r"[A-Za-z0-9._=+-]+", rid), rid
         assert rid.startswith(sc.name)
         assert run.matrix == {}
-        # Kept small enough for a quick run on a laptop; users scale up with --set.
+        # Kept small enough for a quick run on a laptop; users scale up with --set. sweep-shared is
+        # the measurement of large partitions (up to 4 GiB) for the shared model's checks.
         assert run.workload.duration_s <= 60
-        assert run.prefill.bytes_per_partition <= 64 * 2**20
+        assert run.prefill.bytes_per_partition <= (4 * 2**30 if sc.name == "sweep-shared" else 64 * 2**20)
 
 
 def test_reassign_one_matrix_run_ids_and_values():
     runs = dict(expand(load_scenario(REASSIGN_ONE)))
-    rid = "reassign-one__system.kind=shared__prefill.bytes_per_partition=40MiB"
+    rid = "reassign-one__system.kind=shared__prefill.bytes_per_partition=64MiB"
     assert rid in runs
     assert runs[rid].system.kind == "shared"
-    assert runs[rid].prefill.bytes_per_partition == 40 * 2**20
+    assert runs[rid].prefill.bytes_per_partition == 64 * 2**20
     assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.replication_throttle_of_link == 0.5
-    assert len(runs) == 4
+    assert len(runs) == 8  # both systems x four sizes: what the models' held-out size check needs
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -191,8 +192,10 @@ def test_set_overrides(tmp_path):
     assert sc.checks.max_move_seconds == 5
     assert list(sc.matrix) == ["prefill.bytes_per_partition"]
     assert [rid for rid, _ in expand(sc)] == [
+        "reassign-one__prefill.bytes_per_partition=1MiB",
         "reassign-one__prefill.bytes_per_partition=8MiB",
-        "reassign-one__prefill.bytes_per_partition=40MiB",
+        "reassign-one__prefill.bytes_per_partition=32MiB",
+        "reassign-one__prefill.bytes_per_partition=64MiB",
     ]
     both = load_scenario(REASSIGN_ONE, ["system.kind=shared", "prefill.bytes_per_partition=1GiB"])
     assert both.matrix == {} and both.prefill.bytes_per_partition == 2**30
@@ -383,3 +386,30 @@ def test_configuration_states_each_systems_terms():
     assert shared["object_store_link_rate"] == "1gbit" and "WAL object" in shared["ack_meaning"]
     assert copy["ack_meaning"] != shared["ack_meaning"]
     assert copy["acks"] == shared["acks"] == "all" and copy["linger_ms"] == shared["linger_ms"]  # one client
+
+
+@pytest.mark.parametrize("action, fragment", [
+    ({"kind": "drain_broker", "broker": 1, "concurrency": 0}, "must be >= 1"),
+    ({"kind": "drain_broker", "broker": 1, "concurrency": 1.5}, "integer"),
+    ({"kind": "drain_broker", "broker": 1, "concurrency": "2"}, "integer"),
+    ({"kind": "reassign", "topic": "hot", "partition": 0, "to": [2], "concurrency": 2},
+     "not used by action kind reassign"),
+    ({"kind": "kill_broker", "broker": 1, "concurrency": 2}, "not used by action kind kill_broker"),
+])
+def test_move_concurrency_errors_name_the_field(action, fragment):
+    data = minimal()
+    data["actions"] = [{"at_s": 1, **action}]
+    err = error_of(data)
+    assert "x.yaml: actions.0.concurrency: " in str(err) and fragment in str(err), str(err)
+
+
+def test_move_concurrency_accepted_on_plan_actions():
+    data = minimal()
+    data["actions"] = [
+        {"at_s": 1, "kind": "move_set", "concurrency": 1, "partitions": [{"topic": "hot", "partition": 1, "to": [3]}]},
+        {"at_s": 2, "kind": "drain_broker", "broker": 1, "concurrency": 4},
+        {"at_s": 3, "kind": "add_broker_and_rebalance", "concurrency": 2},
+        {"at_s": 4, "kind": "drain_broker", "broker": 2},
+    ]
+    sc = parse_scenario(data, "x.yaml")
+    assert [a.concurrency for a in sc.actions] == [1, 4, 2, None]  # None: the whole plan in one request

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.analysis import model as mdl
+from bench.analysis import projection, rebalance
 from bench.check.moves import (
     BYTES_SPLIT_NOTE, LINK_WAYS, check_bytes_moved, fault_recoveries, move_link_fill, move_markers, outage_of,
     split_bytes_moved,
@@ -108,6 +109,10 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("bytes_source", STR), ("unuploaded_bytes", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
         ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
+        # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
+        # the stream objects the new owner opened and its open phases' seconds (handover family),
+        # how many partitions the action moved (the models fit single-partition moves only).
+        ("ingest_bytes_per_s", F64), ("objects", F64), ("open_seconds", F64), ("partitions_in_action", I64),
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
@@ -158,21 +163,33 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         *[(f"valid_{v}", I64) for v in VERDICTS],
     ],
     "model_fit": [
-        ("system", STR), ("mode", STR), ("fixed_s", F64), ("fixed_se", F64), ("slope", F64),
-        ("slope_se", F64), ("slope_fitted", BOOL), ("efficiency", F64),
-        ("effective_rate_bytes_per_s", F64), ("r2", F64), ("rmse_s", F64), ("n", I64),
-        ("unuploaded_bytes", F64), ("runs", STR), ("assumptions", STR),
+        ("system", STR), ("family", STR), ("formula", STR), ("fixed_s", F64), ("fixed_se", F64),
+        ("efficiency", F64), ("efficiency_se", F64), ("efficiency_fitted", BOOL), ("open_fixed_s", F64),
+        ("open_per_object_s", F64), ("open_per_object_se", F64), ("open_objects_max", F64), ("open_n", I64),
+        ("r2", F64), ("rmse_s", F64), ("n", I64), ("runs", STR), ("assumptions", STR),
+        ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
     ],
+    # One row per held-out check (bench.analysis.model.validate; axis "rebalance": the cluster
+    # simulation against a measured multi-partition run).
     "model_validation": [
-        ("system", STR), ("status", STR), ("reason", STR), ("train_sizes", STR), ("test_size", F64),
-        ("train_runs", STR), ("run_key", STR), ("partition_bytes", F64),
-        ("bandwidth_bytes_per_s", F64), ("measured_s", F64), ("predicted_s", F64), ("error_pct", F64),
-        ("target_pct", F64), ("within_target", BOOL),
+        ("system", STR), ("axis", STR), ("held_out_value", F64), ("label", STR), ("family", STR), ("status", STR),
+        ("reason", STR), ("error_pct", F64), ("max_abs_error_pct", F64), ("target_pct", F64), ("measured_s", F64),
+        ("predicted_s", F64), ("train_values", STR), ("train_runs", STR), ("test_runs", STR), ("n_train", I64),
+        ("n_test", I64),
     ],
     "projection": [
         ("system", STR), ("link_gbit_s", F64), ("link_bytes_per_s", F64), ("size_label", STR),
-        ("partition_bytes", F64), ("move_seconds", F64), ("move_seconds_se", F64), ("move_time", STR),
-        ("bytes_moved", F64), ("basis", STR), ("based_on_runs", STR),
+        ("partition_bytes", F64), ("ingest_bytes_per_s", F64), ("move_seconds", F64), ("move_seconds_se", F64),
+        ("move_time", STR), ("never", BOOL), ("bytes_moved", F64), ("validated", BOOL), ("error_pct", F64),
+        ("reason", STR), ("basis", STR), ("based_on_runs", STR),
+    ],
+    # Simulated cluster rebalances (bench.analysis.projection / rebalance).
+    "rebalance": [
+        ("system", STR), ("brokers", I64), ("add", I64), ("total_bytes", F64), ("partitions", I64), ("rf", I64),
+        ("link_gbit_s", F64), ("concurrency", I64), ("ingest_per_partition", F64), ("throttle_share", F64),
+        ("upload_threshold_bytes", F64), ("moves", I64), ("rebalance_seconds", F64), ("bytes_moved", F64),
+        ("never", I64), ("producer_seconds_above_target", F64), ("validated", BOOL), ("headline", BOOL),
+        ("sim_seconds", F64),
     ],
 }
 
@@ -459,10 +476,22 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     t_all = time.perf_counter()
     tables = _compute(spark, runs, quantiles, accuracy, warnings, timings)
     t = time.perf_counter()
-    models, model_tables = fit_models(tables["moves"])
+    models, model_tables = fit_models(tables["moves"], runs)
+    models["validation"].extend(rebalance_checks(runs, tables["moves"], models["models"]))
+    model_tables["model_validation"] = validation_rows(models["validation"])
     tables.update(model_tables)
-    tables["configs"] = config_table(runs, tables)
     timings["models_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    models["projection"] = proj = projection.run(spark, models["models"], models["validation"],
+                                                  out if write else None,
+                                                  handover_seconds(tables["moves"], models["models"]))
+    tables["projection"], tables["rebalance"] = proj["projection"], proj["rebalance"]
+    for row in tables["model_fit"]:
+        v = proj["validity"].get(row["system"]) or {}
+        row.update(validated=v.get("validated"), validation_error_pct=v.get("error_pct"),
+                   validation_reason=v.get("reason"))
+    timings["projection_s"] = time.perf_counter() - t
+    tables["configs"] = config_table(runs, tables)
     timings["total_s"] = time.perf_counter() - t_all
     for k in ("_cpu_start", "_cpu_last"):
         timings.pop(k, None)
@@ -926,6 +955,15 @@ def _unuploaded_from_phases(phases: dict[str, dict[str, float]]) -> float | None
     return float(sum(b)) if b else None
 
 
+def _open_of(phases: dict[str, dict[str, float]]) -> dict[str, float | None]:
+    """The phases that report the objects they walked are the new owner's open: their objects
+    and summed seconds."""
+    opens = [ph for ph in phases.values() if "objects" in ph]
+    if not opens:
+        return {"objects": None, "open_seconds": None}
+    return {"objects": max(ph["objects"] for ph in opens), "open_seconds": sum(ph["seconds"] for ph in opens)}
+
+
 def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
     by_idx = {r.idx: r for r in runs}
     phases: dict[tuple[int, str], dict[str, dict[str, float]]] = defaultdict(dict)
@@ -934,6 +972,8 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             ph = phases[(r.idx, str(e.action_id))].setdefault(str(e.detail.get("phase")), {"seconds": 0.0, "bytes": 0.0})
             ph["seconds"] += float(e.detail.get("seconds") or 0.0)
             ph["bytes"] += float(e.detail.get("bytes") or 0.0)
+            if isinstance(e.detail.get("objects"), (int, float)):  # an open phase: the objects it walked
+                ph["objects"] = max(float(e.detail["objects"]), ph.get("objects", 0.0))
     sm_cache = {r.idx: _summary_moves(r) for r in runs}
     n_parts: dict[tuple[int, str], int] = defaultdict(int)
     for m in move_keys:
@@ -992,6 +1032,9 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
             "bandwidth_bytes_per_s": r.bandwidth,
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
+            "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
+            **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),
+            "partitions_in_action": n_parts[(m["run_idx"], m["action_id"])],
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows
@@ -1118,52 +1161,166 @@ def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
 # Models and per-configuration table
 
 
-def move_points(moves: Iterable[dict[str, Any]]) -> list[mdl.MovePoint]:
+FIT_ACTIONS = ("reassign", "move_set")  # the measured moves the models rest on (not drains, scale-outs, faults)
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+
+
+def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[Run] = ()) -> list[mdl.MovePoint]:
+    """One model input per measured single-partition move of a reassign / move_set action, with
+    its run's settings (summary.json params) for grouping the held-out checks."""
+    params = {r.run_key: tuple(sorted((k, _hashable(v)) for k, v in (r.summary.get("params") or {}).items()))
+              for r in runs}
     pts = []
     for m in moves:
-        if m.get("move_seconds") is None or m.get("partition_bytes") is None:
-            continue
-        family = mdl.family(m["system"])
-        if family == mdl.COPY_MODEL:
-            travel = m["partition_bytes"]
-        elif family == mdl.HANDOVER_MODEL:
-            travel = m.get("unuploaded_bytes")
-            if travel is None:
-                continue
-        else:  # a system no move model describes
+        if (m.get("move_seconds") is None or m.get("partition_bytes") is None or m.get("action") not in FIT_ACTIONS
+                or (m.get("partitions_in_action") or 1) != 1 or mdl.family(m["system"]) is None):
             continue
         bw = m.get("bandwidth_bytes_per_s")
-        pts.append(mdl.MovePoint(m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
-                                 float(travel), float(bw) if bw else None))
+        pts.append(mdl.MovePoint(
+            m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
+            float(bw) if bw else None, float(m.get("ingest_bytes_per_s") or 0.0),
+            None if m.get("unuploaded_bytes") is None else float(m["unuploaded_bytes"]),
+            None if m.get("objects") is None else float(m["objects"]),
+            None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ())))
     return pts
 
 
-def fit_models(moves: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """-> (models by system, {"model_fit", "model_validation", "projection"} rows)."""
-    pts = move_points(moves)
+def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str) -> mdl.MoveModel:
+    """The model a system projects with: fitted on every move of the family (one configuration
+    but for size) whose size check reached the largest held-out size; without a passing size
+    check, on the family with the most moves (then the projection says "not validated")."""
+    mine = [p for p in pts if p.system == system]
+    fams: dict[tuple, list[mdl.MovePoint]] = defaultdict(list)
+    for p in mine:
+        fams[mdl.family_key(p, "size")].append(p)
+    if not fams:
+        raise ValueError(f"{system}: no measured single-partition moves")
+    ok = [v for v in validation if v["system"] == system and v["axis"] == "size" and v["status"] == "ok"]
+    chosen = None
+    if ok:
+        best = max(ok, key=lambda v: v["held_out"]["size"])
+        chosen = next((fk for fk, fp in fams.items() if best["test_runs"][0] in {p.run_key for p in fp}), None)
+    if chosen is None:
+        chosen = max(fams, key=lambda fk: (len(fams[fk]), str(fk)))
+    return mdl.fit_model(fams[chosen], system, mine)
+
+
+def fit_models(moves: list[dict[str, Any]], runs: Sequence[Run] = ()
+               ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """-> ({"models", "notes", "validation"}, {"model_fit", "model_validation"} rows)."""
+    pts = move_points(moves, runs)
     models: dict[str, mdl.MoveModel] = {}
-    fit_rows, val_rows = [], []
     notes: dict[str, str] = {}
+    validation: list[dict[str, Any]] = []
     for system in PROFILES:
+        if not any(p.system == system for p in pts):
+            continue
+        mine = [p for p in pts if p.system == system]
+        validation.extend(mdl.validate(mine, system, open_points=mine))
         try:
-            models[system] = mdl.fit_model(pts, system)
-            fit_rows.append(models[system].to_row())
+            models[system] = projection_model(pts, validation, system)
         except ValueError as exc:
             notes[system] = str(exc)
-        ho = mdl.held_out(pts, system)
-        base = {k: ho.get(k) for k in ("system", "status", "reason", "test_size", "target_pct")}
-        base["train_sizes"] = ",".join(f"{s:.0f}" for s in ho.get("train_sizes") or [])
-        base["train_runs"] = ",".join(ho.get("train_runs") or [])
-        if ho["rows"]:
-            for x in ho["rows"]:
-                err = x["error_pct"]
-                tgt = ho["target_pct"]
-                val_rows.append({**base, **x, "within_target": None if (tgt is None or err is None) else abs(err) <= tgt})
-        elif any(p.system == system for p in pts):
-            val_rows.append(base)
-    proj = mdl.project(models)
-    return ({"models": models, "notes": notes},
-            {"model_fit": fit_rows, "model_validation": val_rows, "projection": proj})
+    return ({"models": models, "notes": notes, "validation": validation},
+            {"model_fit": [m.to_row() for m in models.values()], "model_validation": validation_rows(validation)})
+
+
+REBALANCE_MIN_MOVES = 2  # an action moving at least this many partitions is a rebalance to simulate
+REBALANCE_TARGET_PCT = 20.0
+
+
+def rebalance_checks(runs: Sequence[Run], moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]
+                     ) -> list[dict[str, Any]]:
+    """The cluster simulation (bench.analysis.rebalance) against every measured multi-partition move
+    action, per configuration: the median predicted vs the median measured time to rebalance
+    (first request -> last moved partition's first ack). The models are fitted on single moves only,
+    so these runs are held out by construction."""
+    by_cfg: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    lags = ack_lags(moves, models)
+    for r in runs:
+        m = models.get(r.system)
+        if m is None or r.scenario is None:
+            continue
+        rows = [x for x in moves if x["run_key"] == r.run_key and (x["partitions_in_action"] or 0) >= REBALANCE_MIN_MOVES]
+        for aid in sorted({x["action_id"] for x in rows}):
+            rows_of = [x for x in rows if x["action_id"] == aid]
+            acts = r.scenario.actions  # action ids are the actions' indexes in the scenario
+            conc = getattr(acts[int(aid)], "concurrency", None) if aid.isdigit() and int(aid) < len(acts) else None
+            # The client's ack lag (leader change -> first ack) holds no concurrency slot: the
+            # simulator adds it once at the end, so it leaves the per-move fixed cost.
+            lag = lags.get(r.system, 0.0)
+            params = {"family": m.family, "fixed_s": max(0.0, m.fixed_s - lag), "efficiency": m.efficiency,
+                      "open_per_object_s": m.open_per_object_s, "ack_lag_s": lag}
+            try:
+                pred = rebalance.predict_run(rows_of, params, concurrency=conc,
+                                             sources=rebalance.sources_from_summary(r.summary))
+            except (ValueError, KeyError) as exc:
+                pred = {"error": str(exc)}
+            by_cfg[(r.config_key, aid)].append({"run": r, "rows": rows_of, "pred": pred, "concurrency": conc})
+    out = []
+    for (ck, aid), items in sorted(by_cfg.items()):
+        r0 = items[0]["run"]
+        ok = [i for i in items if i["pred"].get("measured_seconds") and i["pred"].get("predicted_seconds") is not None]
+        label = (f"{r0.summary.get('scenario') or r0.config_label}: {len(items[0]['rows'])} moves, concurrency "
+                 f"{items[0]['concurrency'] or 'all'}")
+        base = {"system": r0.system, "axis": "rebalance", "held_out": {"rebalance": float(len(items[0]["rows"]))},
+                "label": label, "family": ck, "target_pct": REBALANCE_TARGET_PCT, "train_values": [],
+                "train_runs": models[r0.system].runs, "test_runs": sorted(i["run"].run_key for i in items),
+                "n_train": models[r0.system].n, "n_test": len(items), "max_abs_error_pct": None}
+        if not ok:
+            why = next((i["pred"].get("error") for i in items if i["pred"].get("error")), "no measured time to rebalance")
+            out.append({**base, "status": "insufficient", "reason": why, "error_pct": None,
+                        "measured_s": None, "predicted_s": None})
+            continue
+        meas = statistics.median(i["pred"]["measured_seconds"] for i in ok)
+        pred = statistics.median(i["pred"]["predicted_seconds"] for i in ok)
+        err = (pred - meas) / meas * 100.0 if math.isfinite(pred) else math.inf
+        good = abs(err) <= REBALANCE_TARGET_PCT
+        out.append({**base, "status": "ok" if good else "failed",
+                    "reason": None if good else f"|error| {abs(err):.1f} % > {REBALANCE_TARGET_PCT:g} %",
+                    "error_pct": err, "measured_s": meas, "predicted_s": pred,
+                    "max_abs_error_pct": max(abs(i["pred"]["error_pct"]) for i in ok
+                                             if i["pred"].get("error_pct") is not None)})
+    return out
+
+
+def ack_lags(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
+    """Per system: the median leader change -> first ack over the moves its model rests on."""
+    out = {}
+    for system, m in models.items():
+        keys = set(m.runs)
+        xs = [x["first_ack_ts"] - x["leader_change_ts"] for x in moves if x["run_key"] in keys
+              and x["first_ack_ts"] is not None and x["leader_change_ts"] is not None]
+        if xs:
+            out[system] = max(0.0, statistics.median(xs))
+    return out
+
+
+def handover_seconds(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
+    """Per system: the median unavailability of a moved partition over the moves its model rests on."""
+    out = {}
+    for system, m in models.items():
+        keys = set(m.runs)
+        xs = [x["unavailable_seconds"] for x in moves if x["run_key"] in keys and x["unavailable_seconds"] is not None]
+        if xs:
+            out[system] = statistics.median(xs)
+    return out
+
+
+def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for v in validation:
+        held = v.get("held_out") or {}
+        rows.append({**{k: v.get(k) for k in ("system", "axis", "label", "family", "status", "reason", "error_pct",
+                                             "max_abs_error_pct", "target_pct", "measured_s", "predicted_s",
+                                             "n_train", "n_test")},
+                     "held_out_value": next(iter(held.values()), None),
+                     "train_values": ",".join(f"{x:g}" for x in v.get("train_values") or []),
+                     "train_runs": ",".join(v.get("train_runs") or []), "test_runs": ",".join(v.get("test_runs") or [])})
+    return rows
 
 
 def _med(xs: list[float]) -> float | None:
@@ -1239,9 +1396,12 @@ def write_outputs(res: AggregateResult) -> None:
     for name in TABLES:
         write_table(name, res.tables.get(name, []), out)
     models = res.models["models"]
+    proj = res.models.get("projection") or {}
     (out / "model.json").write_text(json.dumps({
         "models": {k: m.to_row() for k, m in models.items()}, "notes": res.models["notes"],
-        "validation": res.tables["model_validation"], "projection": res.tables["projection"],
+        "validation": res.models["validation"], "validity": proj.get("validity", {}),
+        "headline": proj.get("headline", []), "projection": res.tables["projection"],
+        "grid": proj.get("grid", {}), "rebalance": res.tables["rebalance"],
         "timings_s": res.timings, "warnings": res.warnings,
     }, indent=2, default=str), encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(res), encoding="utf-8")
@@ -1459,56 +1619,72 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str] | None = None) -> str:
-    """Model fit, held-out check and projection as Markdown (shared by summary.md and the report)."""
-    parts = ["### Fitted models", ""]
+def _pm(x: Any, se: Any) -> str:
+    return fmt_num(x) if se is None else f"{fmt_num(x)} ± {fmt_num(se)}"
+
+
+def _err(x: Any) -> str:
+    return MISSING if x is None else f"{x:+.1f} %"
+
+
+def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str] | None = None,
+                   headline: list[dict[str, Any]] | None = None) -> str:
+    """Headline, model fits, held-out checks and projection as Markdown (summary.md and the report)."""
+    parts = []
+    if headline is not None:
+        parts += ["### Headline (projections from validated models)", ""]
+        parts.append(md_table(["case", "system", "link", "projection", "held-out error", "rests on"], [
+            [h["case"], h["system"], f"{h['link_gbit_s']:g} Gbit/s",
+             h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}",
+             MISSING if h.get("error_pct") is None else f"≤ {h['error_pct']:.1f} %",
+             ", ".join(h.get("validations") or []) or MISSING] for h in headline]) if headline else "No model to project.")
+        parts += [""] + sorted({f"- {h['title']}: {h['system']}: {h['basis']}" for h in headline}) + [""]
+    parts += ["### Fitted models", ""]
     if tables["model_fit"]:
         parts.append(md_table(
-            ["system", "mode", "fixed cost (s)", "slope", "efficiency", "R²", "RMSE (s)", "n", "runs"],
-            [[m["system"], m["mode"], f"{fmt_num(m['fixed_s'])} ± {fmt_num(m['fixed_se'])}",
-              f"{fmt_num(m['slope'])} ± {fmt_num(m['slope_se'])}" if m["slope_fitted"] else "1 (held)",
-              fmt_num(m["efficiency"]) if m["efficiency"] is not None
-              else _rate(m["effective_rate_bytes_per_s"]),
-              fmt_num(m["r2"]), fmt_num(m["rmse_s"]), m["n"], m["runs"]] for m in tables["model_fit"]]))
-        parts += [""] + [f"- **{m['system']}**: {m['assumptions']}" for m in tables["model_fit"]]
+            ["system", "formula", "fixed cost c (s)", "efficiency", "open per object (ms)", "R²", "RMSE (s)", "n",
+             "validated"],
+            [[m["system"], m["formula"], _pm(m["fixed_s"], m["fixed_se"]),
+              _pm(m["efficiency"], m["efficiency_se"]) if m["efficiency_fitted"] else "1 (held)",
+              MISSING if m["family"] != mdl.HANDOVER_MODEL else _pm(m["open_per_object_s"] * 1000,
+                                                                   None if m["open_per_object_se"] is None
+                                                                   else m["open_per_object_se"] * 1000),
+              fmt_num(m["r2"]), fmt_num(m["rmse_s"]), m["n"],
+              "yes" if m.get("validated") else f"no: {m.get('validation_reason')}"] for m in tables["model_fit"]]))
+        parts += [""] + [f"- **{m['system']}** rests on {m['n']} move(s) of runs {m['runs']}. {m['assumptions']}"
+                         for m in tables["model_fit"]]
     for s, n in (notes or {}).items():
         parts.append(f"- **{s}**: not fitted ({n}).")
-    parts += ["", "### Held-out check (fit on the smaller sizes, predict the largest)", ""]
+    parts += ["", "### Held-out checks", "",
+              "Fitted on the smaller values of one axis (the other settings equal), predicting the held-out "
+              "value's moves from their inputs at the request; error of the median move.", ""]
     if tables["model_validation"]:
         parts.append(md_table(
-            ["system", "status", "train sizes", "held-out run", "size", "measured (s)",
-             "predicted (s)", "error %", "within target"],
-            [[v["system"], v["status"] + (f" ({v['reason']})" if v.get("reason") else ""),
-              ", ".join(format_bytes(float(x)) for x in (v.get("train_sizes") or "").split(",") if x) or MISSING,
-              v.get("run_key") or MISSING, format_bytes(v.get("partition_bytes")), fmt_num(v.get("measured_s")),
-              fmt_num(v.get("predicted_s")),
-              MISSING if v.get("error_pct") is None else f"{v['error_pct']:+.1f}",
-              MISSING if v.get("within_target") is None else ("yes" if v["within_target"] else "NO")]
+            ["system", "axis", "held out", "status", "measured (s)", "predicted (s)", "error", "target", "fitted on"],
+            [[v["system"], v["axis"], v.get("label") or MISSING,
+              v["status"] + (f" ({v['reason']})" if v.get("reason") else ""), fmt_num(v.get("measured_s")),
+              fmt_num(v.get("predicted_s")), _err(v.get("error_pct")),
+              MISSING if v.get("target_pct") is None else f"±{v['target_pct']:g} %",
+              f"{v.get('n_train') or 0} moves" + (f" ({v['family']})" if v.get("family") else "")]
              for v in tables["model_validation"]]))
     else:
         parts.append("No measured moves to validate.")
-    parts += ["", "### Projection to TB-scale partitions", ""]
-    if tables["projection"]:
-        sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
-        systems = [s for s in PROFILES if any(p["system"] == s for p in tables["projection"])]
+    parts += ["", "### Projection: a partition ingesting 100 MB/s", ""]
+    proj = tables["projection"]
+    if proj:
+        systems = [s for s in PROFILES if any(p["system"] == s for p in proj)]
+        keys = sorted({(p["link_gbit_s"], p["partition_bytes"], p["size_label"]) for p in proj})
         rows = []
-        for gbit in mdl.PROJECTION_LINKS_GBIT:
-            for lbl in sizes:
-                row = [f"{gbit:g} Gbit/s", lbl]
-                for s in systems:
-                    p = next((x for x in tables["projection"] if x["system"] == s and x["link_gbit_s"] == gbit
-                              and x["size_label"] == lbl), None)
-                    row += [p["move_time"] if p else MISSING, format_bytes(p["bytes_moved"]) if p else MISSING]
-                rows.append(row)
+        for gbit, _, lbl in keys:
+            row = [f"{gbit:g} Gbit/s", lbl]
+            for s in systems:
+                p = next((x for x in proj if x["system"] == s and x["link_gbit_s"] == gbit and x["size_label"] == lbl), None)
+                row += [p["move_time"] if p else MISSING,
+                        format_bytes(p["bytes_moved"]) if p and p["bytes_moved"] is not None else MISSING]
+            rows.append(row)
         parts.append(md_table(["link", "partition"] + [f"{s} {c}" for s in systems for c in ("move time", "bytes moved")],
                               rows))
-        parts += ["", "Assumptions:"]
-        seen = set()
-        for p in tables["projection"]:
-            if (p["system"], p["link_gbit_s"]) in seen:
-                continue
-            seen.add((p["system"], p["link_gbit_s"]))
-            parts.append(f"- {p['system']} @ {p['link_gbit_s']:g} Gbit/s: {p['basis']}; rests on runs: {p['based_on_runs']}")
+        parts += ["", "Basis:"] + sorted({f"- {p['system']} @ {p['link_gbit_s']:g} Gbit/s: {p['basis']}" for p in proj})
         parts.append("- 1 Gbit/s = 125 MB/s; sizes are decimal (1 TB = 10^12 bytes); the fitted fixed cost and "
                      "efficiency are assumed to hold at the link speed; disks, CPU and the object store keep up.")
     else:
@@ -1548,7 +1724,8 @@ def summary_markdown(res: AggregateResult) -> str:
                         fmt_num(o["recovery_seconds"])] for o in t["outages"]]), ""]
     lines += ["## Link fill during moves", "", LINK_FILL_NOTE, "",
               md_table(LINK_FILL_HEAD, link_fill_rows(t["move_links"])) if t["move_links"] else NO_LINKS, ""]
-    lines += ["## Models", "", model_markdown(t, res.models.get("notes"))]
+    lines += ["## Models", "", model_markdown(t, res.models.get("notes"),
+                                              (res.models.get("projection") or {}).get("headline"))]
     lines += ["", "Timings (s): " + ", ".join(f"{k} {fmt_num(v)}" for k, v in res.timings.items())]
     return "\n".join(lines) + "\n"
 

@@ -4,13 +4,16 @@
     python -m bench figures                                         # rewrite the README's figure blocks
     python -m bench figures --check                                 # exit 1 naming every stale block
 
-An extract is a small JSON file kept in the repository, made from one of two sources:
+An extract is a small JSON file kept in the repository, made from one of three sources:
 
 - **runs**: run summaries (``summary.json``) under SOURCE (a results root, a scenario's run
   directory, or a suite directory whose ``suite.json`` lists its runs). Per configuration
   (``config_id``, or the run id of a summary written before repetitions existed) the extract
   keeps the run ids, each run's provenance and only the metrics the README quotes, and pools
   the repetitions into median, min, max and n.
+- **model**: an aggregate's ``model.json`` (``results/aggregate/model.json``): the fitted models,
+  every held-out check (its runs on both sides) and the headline; rendered as the checks and
+  the headline with their validation errors.
 - **benchmark**: a pytest-benchmark JSON file (``--benchmark-json`` or a saved baseline in
   ``.benchmarks/``): its commit_info, machine, and per benchmark the median, min, max, rounds
   and its scalar extra_info.
@@ -200,6 +203,27 @@ def collect_benchmark(path: Path | str, extra: list[str] | None = None) -> dict[
     }
 
 
+MODEL_FIT_KEYS = ("system", "formula", "fixed_s", "fixed_se", "efficiency", "efficiency_se", "open_per_object_s",
+                  "open_objects_max", "n", "runs")
+CHECK_KEYS = ("system", "axis", "label", "status", "reason", "error_pct", "max_abs_error_pct", "target_pct",
+              "measured_s", "predicted_s", "n_train", "n_test", "train_runs", "test_runs", "family")
+HEADLINE_KEYS = ("case", "title", "system", "link_gbit_s", "status", "value_s", "value_text", "error_pct",
+                 "validations", "reason", "basis")
+
+
+def collect_model(path: Path | str) -> dict[str, Any]:
+    """The ``model`` extract of an aggregate's model.json."""
+    d = json.loads(Path(path).read_text())
+    if not isinstance(d, dict) or "validation" not in d or "headline" not in d:
+        raise FiguresError(f"{path}: not an aggregate's model.json with held-out checks and a headline "
+                           "(python -m bench aggregate writes it)")
+    return {"kind": "model", "sources": [_shown(Path(path))],
+            "models": [{k: m.get(k) for k in MODEL_FIT_KEYS} for m in (d.get("models") or {}).values()],
+            "checks": [{k: v.get(k) for k in CHECK_KEYS} for v in d["validation"]],
+            "headline": [{k: h.get(k) for k in HEADLINE_KEYS} for h in d["headline"]],
+            "grid_points": (d.get("grid") or {}).get("points")}
+
+
 def _rounded(x: Any) -> Any:
     """Floats to 6 significant digits: what a figure can show, in a smaller file."""
     if isinstance(x, float):
@@ -221,7 +245,9 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
     else a runs extract of the summaries under the sources."""
     if not _NAME.match(name):
         raise FiguresError(f"--as {name!r}: use letters, digits, '.', '_' and '-'")
-    if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
+    if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "model.json":
+        extract = collect_model(sources[0])
+    elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
         extract = collect_benchmark(sources[0], extra)
     else:
         extract = collect_runs(sources)
@@ -328,7 +354,33 @@ def render_benchmark(name: str, e: dict[str, Any]) -> str:
     ]) + "\n"
 
 
-RENDERERS = {"runs": render_runs, "benchmark": render_benchmark}
+def _pct(x: Any) -> str:
+    return "-" if not _num(x) else f"{x:+.1f} %"
+
+
+def render_model(name: str, e: dict[str, Any]) -> str:
+    lines = ["| case | system | link | projection | held-out error | checks it rests on |", "|---|---|---:|---|---:|---|"]
+    for h in e["headline"]:
+        value = h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}"
+        err = "-" if not _num(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
+        lines.append(f"| {h['case']} | {h['system']} | {h['link_gbit_s']:g} Gbit/s | {value} | {err} | "
+                     f"{', '.join(h.get('validations') or []) or '-'} |")
+    lines += ["", "| system | check | held out | status | measured s | predicted s | error | target | fitted on |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for c in e["checks"]:
+        target = "-" if not _num(c["target_pct"]) else "±" + fmt(c["target_pct"]) + " %"
+        lines.append(f"| {c['system']} | {c['axis']} | {c.get('label') or '-'} | {c['status']} | {fmt(c['measured_s'])} | "
+                     f"{fmt(c['predicted_s'])} | {_pct(c['error_pct'])} | {target} | {c.get('n_train') or 0} moves |")
+    models = "; ".join(f"{m['system']}: {m['formula']} (n = {m['n']})" for m in e["models"])
+    titles = "; ".join(sorted({f"{h['case']}: {h['title']}" for h in e["headline"]}))
+    return "\n".join(lines + [
+        "",
+        (f"Models: {models}. Cases: {titles}. Projection grid: {fmt(e.get('grid_points'))} points. "
+         f"Runs on each side of every check: `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model}
 
 
 def render(name: str, measurements: Path = MEASUREMENTS) -> str:

@@ -1,52 +1,72 @@
-"""Move-time models, held-out validation and the TB-scale projection.
+"""Move-time models with the physics in them, and their held-out validation.
 
-Pure Python + numpy: no Spark, no files. The aggregation (:mod:`bench.analysis.aggregate`) feeds it one
-:class:`MovePoint` per measured partition move and writes what it returns as tables.
+Pure Python + numpy: no Spark, no files. The aggregation (:mod:`bench.analysis.aggregate`) feeds it
+one :class:`MovePoint` per measured single-partition move (``reassign`` / ``move_set`` actions);
+:mod:`bench.analysis.projection` evaluates the validated models at TB scale on Spark.
 
-Models: one fit per system, of the family its profile names (``SystemProfile.move_model``);
-ordinary least squares, constants reported with their standard errors. ``bandwidth`` is the run's
-value of the profile's ``bandwidth_param`` (the setting that caps a move's bytes/s).
+Each system's profile names its family (``SystemProfile.move_model``):
 
-* **copy** family: ``move_seconds = fixed_s + slope * partition_bytes / bandwidth``.
-  ``efficiency = 1 / slope`` is the share of the cap the copy achieves; the *effective rate* is
-  ``efficiency * bandwidth``. If no run states a bandwidth, the fit is absolute:
-  ``move_seconds = fixed_s + partition_bytes / effective_rate`` (slope in s/byte).
-* **shared** family: ``move_seconds = fixed_s + slope * unuploaded_bytes / bandwidth`` (absolute in
-  bytes if no run states a bandwidth). The unuploaded tail rarely varies enough to identify a slope;
-  then (``x`` spread < 5 % of its maximum, or fewer than two distinct ``x``) the model keeps
-  ``slope = 1`` (the tail leaves at the full bandwidth; absolute mode: at the projection link's
-  speed) and fits only ``fixed_s`` — stated in ``assumptions``.
+* **copy** (the new replica fetches the whole log from the leader, and what is written meanwhile):
+  ``t = c + B / (e*T - r)``. ``B`` = partition bytes at the request, ``r`` = ingest into the
+  partition during the move (bytes/s), ``T`` = the run's cap on the copy (its replication throttle,
+  or the emulated link when that is lower), ``e`` = the share of ``T`` the copy achieves. The copy
+  finishes when ``(e*T) * (t - c) = B + r * (t - c)``, so bytes moved = ``B + r * (t - c)``; with
+  ``r >= e*T`` it never catches up. Fitted by least squares over ``(c, e)`` (``e`` by a 1-D search,
+  ``c`` in closed form for each ``e``), standard errors from the Gauss-Newton covariance.
+* **handover** (shared storage: the old owner uploads its unuploaded tail, the new one opens the
+  partition): ``t = c + tail / (u*L) + b*n``. ``tail`` = bytes not yet in object storage at the
+  request, ``L`` = the run's upload cap (the broker's or the object store's emulated link, or the
+  object-store cap), ``u`` = the share of ``L`` achieved, ``n`` = stream objects the new owner opens
+  and ``b`` the measured cost per object (``open.*`` phases against their ``objects``: a separate
+  least-squares fit over every measured open). In a projection the tail is what a partition
+  writes between uploads: ``min(threshold, r * interval)`` (:func:`tail_bytes`).
 
-Held-out check: fit on the points whose ``partition_bytes`` is below the largest measured size,
-predict the points at the largest size, report ``error_pct = (predicted - measured) / measured``.
-
-Projection: partitions of 1 GB, 100 GB, 1 TB and 8.2 TB (decimal) on links of 1 and 10 Gbit/s
-(1 Gbit/s = 125,000,000 bytes/s), both systems side by side.
+Held-out validation (:func:`validate`): moves are grouped into *families* (one system, every run
+setting equal except the axis being checked) and by the axis' nominal value (the scenario's
+setting, so repetitions of one size never straddle the split). For each value with enough smaller
+values below it (size: at least 3 sizes spanning at least 8x in bytes at the request; throttle,
+link, ingest: at least 2) the model is fitted on the smaller values only and predicts the held-out
+moves from their inputs at the request. ``error_pct`` = (predicted - measured) / measured of the
+median move; ``status`` ok / failed against the family's target (copy 15 %, shared 30 %), or
+insufficient with the reason.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bench.units import format_bytes
-from systems.registry import PROFILES, profile
+from systems.registry import PROFILES
 
 GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
-PROJECTION_SIZES: tuple[tuple[str, int], ...] = (
-    ("1 GB", 10**9), ("100 GB", 10**11), ("1 TB", 10**12), ("8.2 TB", 82 * 10**11),
-)
-PROJECTION_LINKS_GBIT: tuple[float, ...] = (1.0, 10.0)
-HELD_OUT_TARGET_PCT = 15.0  # issue 6: the copy model must predict the largest size within 15 %
-FLAT_X_SPREAD = 0.05  # x spread (relative to max) below which a slope is not identifiable
 
 # Move-model families (a profile's `move_model`): what a move has to carry.
-COPY_MODEL = "copy"  # the whole partition, between brokers
-HANDOVER_MODEL = "handover"  # only the tail not yet in object storage; then ownership moves
-_TRAVEL = {COPY_MODEL: "partition bytes", HANDOVER_MODEL: "unuploaded bytes"}  # x of each family's fit
+COPY_MODEL = "copy"  # the whole partition and its ingest, between brokers
+HANDOVER_MODEL = "handover"  # only the tail not yet in object storage; then the new owner opens it
+TARGET_PCT = {COPY_MODEL: 15.0, HANDOVER_MODEL: 30.0}  # held-out |error| a validation must stay within
+SIZE_SPAN = 8.0  # the sizes a size check fits on span at least this factor (bytes at the request)
+MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2}  # distinct smaller values to fit on
+FLAT_SPREAD = 0.05  # relative spread of a regressor below which its slope is not identifiable
+
+# Validation axes: the run settings (summary.json ``params``) that define each, left out of the
+# family key when checking that axis.
+AXES: dict[str, tuple[str, ...]] = {
+    "size": ("prefill_bytes_per_partition",),
+    "throttle": ("replication_throttle_bytes_per_s", "replication_throttle_of_link",
+                 "objstore_bandwidth_bytes_per_s"),
+    "link": ("link_rate", "replication_throttle_bytes_per_s"),  # a throttle set as a share of the link moves with it
+    "ingest": ("produce_rate_msgs_per_s",),
+}
+# Settings that never define a family: how long the load ran, and matrix labels (dotted keys,
+# whose resolved values are in params under their own names).
+NOT_FAMILY = ("duration_s",)
 
 
 def family(system: str) -> str | None:
@@ -57,14 +77,46 @@ def family(system: str) -> str | None:
 
 @dataclass(frozen=True)
 class MovePoint:
-    """One measured partition move."""
+    """One measured single-partition move, with its inputs at the request."""
 
-    system: str  # a registered system's name
+    system: str
     run_key: str
     move_seconds: float
-    partition_bytes: float  # size of the partition when it moved
-    bytes_to_travel: float  # copy family: partition bytes; shared family: unuploaded tail bytes
-    bandwidth_bytes_per_s: float | None  # the run's bandwidth_param (throttle, object-store cap)
+    partition_bytes: float  # B: bytes in the partition at the request
+    cap_bytes_per_s: float | None  # T (copy) / L (handover): the run's cap on the move's bytes/s
+    ingest_bytes_per_s: float = 0.0  # r: written into the partition during the move
+    tail_bytes: float | None = None  # handover: unuploaded bytes at the request
+    objects: float | None = None  # handover: stream objects the new owner opened
+    open_seconds: float | None = None  # handover: the measured open phases
+    params: tuple[tuple[str, Any], ...] = ()  # the run's settings (summary.json params), sorted
+
+    def setting(self, name: str) -> Any:
+        return dict(self.params).get(name)
+
+
+def axis_value(p: MovePoint, axis: str) -> float | None:
+    """The nominal value of a validation axis for a move (None: the run does not set it)."""
+    s = dict(p.params)
+    if axis == "size":
+        v = s.get("prefill_bytes_per_partition")
+    elif axis == "throttle":
+        prof = PROFILES.get(p.system)
+        v = s.get(prof.bandwidth_param) if prof is not None and prof.bandwidth_param else None
+    elif axis == "link":
+        from bench.units import rate_bits
+        v = rate_bits(s["link_rate"]) if s.get("link_rate") else None
+    elif axis == "ingest":
+        rate, size, parts = s.get("produce_rate_msgs_per_s"), s.get("message_bytes"), s.get("partitions") or 1
+        v = float(rate) * float(size) / float(parts) if rate and size else None
+    else:
+        raise ValueError(f"unknown axis {axis!r}")
+    return float(v) if v is not None else None
+
+
+def family_key(p: MovePoint, axis: str) -> tuple:
+    """Every setting of the move's run except the axis' own and those that never define a family."""
+    skip = set(AXES[axis]) | set(NOT_FAMILY)
+    return (p.system,) + tuple((k, v) for k, v in p.params if k not in skip and "." not in k)
 
 
 @dataclass
@@ -104,207 +156,342 @@ def fit_linear(x: Any, y: Any) -> LinearFit:
 
 @dataclass
 class MoveModel:
+    """A fitted model of one system (see the module docstring for each family's formula)."""
+
     system: str
-    mode: str  # "normalised" (x = bytes / bandwidth, slope dimensionless) | "absolute" (x = bytes)
-    fixed_s: float
+    family: str
+    fixed_s: float  # c
     fixed_se: float | None
-    slope: float  # normalised: 1/efficiency; absolute: s per byte (1/effective rate)
-    slope_se: float | None
-    slope_fitted: bool  # False: slope held at 1 (normalised) / at the link speed (absolute)
-    r2: float | None
-    rmse_s: float
-    n: int
-    runs: list[str]
-    cov: list[list[float]] | None = None
-    unuploaded_bytes: float | None = None  # shared family: typical tail (median of the points)
+    efficiency: float  # copy: e, the share of the throttle/link achieved; handover: u, of the upload cap
+    efficiency_se: float | None
+    efficiency_fitted: bool  # False: held at 1 (the regressor barely varied)
+    open_fixed_s: float | None = None  # handover: open(n) = open_fixed_s + open_per_object_s * n
+    open_per_object_s: float = 0.0
+    open_per_object_se: float | None = None
+    open_objects_max: float | None = None  # the most objects an open was measured with
+    open_n: int = 0
+    r2: float | None = None
+    rmse_s: float = 0.0
+    n: int = 0
+    runs: list[str] = field(default_factory=list)
+    cov: list[list[float]] | None = None  # of (fixed_s, efficiency) when fitted
     assumptions: list[str] = field(default_factory=list)
 
-    @property
-    def efficiency(self) -> float | None:
-        """Share of the bandwidth cap a move achieves (normalised mode with a fitted slope)."""
-        if self.mode == "normalised" and self.slope_fitted and self.slope > 0:
-            return 1.0 / self.slope
-        return None
+    def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
+                tail_bytes: float | None = None, objects: float | None = None) -> float:
+        return self.predict_with_se(partition_bytes, cap_bytes_per_s, ingest_bytes_per_s, tail_bytes, objects)[0]
 
-    @property
-    def effective_rate_bytes_per_s(self) -> float | None:
-        """Absolute mode: the fitted transfer rate."""
-        if self.mode == "absolute" and self.slope_fitted and self.slope > 0:
-            return 1.0 / self.slope
-        return None
-
-    def predict(self, travel_bytes: float, bandwidth_bytes_per_s: float | None) -> float:
-        return self.predict_with_se(travel_bytes, bandwidth_bytes_per_s)[0]
-
-    def predict_with_se(self, travel_bytes: float, bandwidth_bytes_per_s: float | None) -> tuple[float, float | None]:
-        """(move_seconds, standard error of the mean prediction or None)."""
-        if self.mode == "normalised":
-            if not bandwidth_bytes_per_s:
-                raise ValueError(f"{self.system} model is normalised by bandwidth; give one")
-            x = travel_bytes / bandwidth_bytes_per_s
-            t = self.fixed_s + self.slope * x
+    def predict_with_se(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
+                        tail_bytes: float | None = None, objects: float | None = None) -> tuple[float, float | None]:
+        """(move_seconds, standard error of the mean prediction or None); inf when a copy never
+        catches up with its ingest."""
+        if not cap_bytes_per_s or cap_bytes_per_s <= 0:
+            raise ValueError(f"{self.system}: a move's cap (bytes/s) is needed to predict its time")
+        if self.family == COPY_MODEL:
+            net = self.efficiency * cap_bytes_per_s - ingest_bytes_per_s
+            if net <= 0:
+                return math.inf, None
+            t = self.fixed_s + partition_bytes / net
+            grad = np.array([1.0, -partition_bytes * cap_bytes_per_s / net**2])
         else:
-            if not self.slope_fitted:  # tail leaves at the link's speed
-                if not bandwidth_bytes_per_s:  # like the measured runs: their mean time
-                    return self.fixed_s, self.fixed_se
-                x = travel_bytes / bandwidth_bytes_per_s
-                return self.fixed_s + x, self.fixed_se
-            x = travel_bytes
-            rate = 1.0 / self.slope if self.slope > 0 else math.inf
-            if bandwidth_bytes_per_s and bandwidth_bytes_per_s < rate:
-                # The link is slower than the fitted rate: it cannot go faster than itself.
-                return self.fixed_s + travel_bytes / bandwidth_bytes_per_s, self.fixed_se
-            t = self.fixed_s + self.slope * x
-        se = None
-        if self.cov is not None and self.slope_fitted:
-            c = np.asarray(self.cov)
-            var = c[0, 0] + x * x * c[1, 1] + 2 * x * c[0, 1]
-            se = float(math.sqrt(max(var, 0.0)))
-        elif self.fixed_se is not None and not self.slope_fitted:
-            se = self.fixed_se
-        return float(t), se
+            tail = float(tail_bytes or 0.0)
+            t = self.fixed_s + tail / (self.efficiency * cap_bytes_per_s) + self.open_per_object_s * float(objects or 0)
+            grad = np.array([1.0, -tail / (self.efficiency**2 * cap_bytes_per_s)])
+        if self.cov is not None:
+            var = float(grad @ np.asarray(self.cov) @ grad)
+            return float(t), math.sqrt(max(var, 0.0))
+        return float(t), self.fixed_se
+
+    def bytes_moved(self, partition_bytes: float, seconds: float, ingest_bytes_per_s: float = 0.0,
+                    tail_bytes: float | None = None) -> float:
+        """Copy: the partition plus what was written while it was copied; handover: the tail."""
+        if self.family == COPY_MODEL:
+            return partition_bytes + ingest_bytes_per_s * max(0.0, seconds - self.fixed_s)
+        return float(tail_bytes or 0.0)
+
+    def formula(self) -> str:
+        if self.family == COPY_MODEL:
+            return (f"t = {self.fixed_s:.3g} s + B / ({self.efficiency:.3g} x T - r)")
+        return (f"t = {self.fixed_s:.3g} s + tail / ({self.efficiency:.3g} x L) + "
+                f"{self.open_per_object_s * 1000:.3g} ms x objects")
 
     def to_row(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("cov")
         d["runs"] = ",".join(self.runs)
         d["assumptions"] = " ".join(self.assumptions)
-        d["efficiency"] = self.efficiency
-        d["effective_rate_bytes_per_s"] = self.effective_rate_bytes_per_s
+        d["formula"] = self.formula()
         return d
 
-
-def _x(points: list[MovePoint], normalised: bool) -> np.ndarray:
-    if normalised:
-        return np.array([p.bytes_to_travel / p.bandwidth_bytes_per_s for p in points], dtype=float)
-    return np.array([p.bytes_to_travel for p in points], dtype=float)
-
-
-def fit_model(points: list[MovePoint], system: str) -> MoveModel:
-    """Fit one system's model. Points of other systems and without move_seconds are ignored."""
-    prof = profile(system)
-    if prof.move_model not in _TRAVEL:
-        raise ValueError(f"no move-time model for the {prof.move_model!r} family")
-    pts = [p for p in points if p.system == system and p.move_seconds is not None
-           and math.isfinite(p.move_seconds) and p.bytes_to_travel is not None]
-    if not pts:
-        raise ValueError(f"no measured moves for system {system!r}")
-    with_bw = [p for p in pts if p.bandwidth_bytes_per_s]
-    normalised = bool(with_bw)
-    if normalised:
-        pts = with_bw
-    x, y = _x(pts, normalised), np.array([p.move_seconds for p in pts], dtype=float)
-    runs = sorted({p.run_key for p in pts})
-    what = _TRAVEL[prof.move_model]
-    cap = (f"bandwidth cap (the lowest of its {prof.bandwidth_label}, {prof.bandwidth_param}, and the emulated links "
-           "a move crosses)" if prof.bandwidth_param else prof.bandwidth_label)
-    assumptions = []
-    if normalised:
-        assumptions.append(f"x = {what} / the run's {cap}; slope = 1/efficiency.")
-        if len(with_bw) < len([p for p in points if p.system == system]):
-            assumptions.append(f"Moves from runs without a {cap} were left out of the fit.")
-    else:
-        assumptions.append(f"No run states a {cap}: x = {what}, slope = 1/effective rate.")
-    spread_ok = x.size >= 2 and np.ptp(x) > 0 and np.ptp(x) >= FLAT_X_SPREAD * float(np.max(np.abs(x)))
-    tail = float(np.median([p.bytes_to_travel for p in pts])) if prof.move_model == HANDOVER_MODEL else None
-    if spread_ok:
-        f = fit_linear(x, y)
-    if spread_ok and f.slope <= 0:
-        assumptions.append(f"The fitted slope was not positive ({f.slope:.3g}): more {what} cannot make a move "
-                           "faster, so the slope is not used.")
-        spread_ok = False
-    if spread_ok:
-        return MoveModel(system, "normalised" if normalised else "absolute", f.intercept, f.intercept_se,
-                         f.slope, f.slope_se, True, f.r2, f.rmse, f.n, runs, f.cov, tail, assumptions)
-    # Slope not identifiable: hold it (the bytes leave at full bandwidth) and fit the fixed cost.
-    if normalised:
-        resid = y - x
-        assumptions.append(f"The {what} barely vary across runs, so the slope is held at 1 (bytes "
-                           "leave at the full cap) and only the fixed cost is fitted.")
-    else:
-        resid = y.copy()
-        assumptions.append(f"The {what} barely vary and no bandwidth is stated: the fixed cost is the "
-                           "mean measured time (it already includes the measured tail upload); projections "
-                           "add the tail at the link's speed on top (slightly conservative).")
-    fixed = float(resid.mean())
-    se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
-    rmse = float(math.sqrt(((resid - fixed) ** 2).mean()))
-    return MoveModel(system, "normalised" if normalised else "absolute", fixed, se, 1.0, None, False,
-                     None, rmse, int(resid.size), runs, None, tail, assumptions)
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MoveModel:
+        kw = {k: row.get(k) for k in cls.__dataclass_fields__ if k not in ("runs", "assumptions", "cov")}
+        kw["runs"] = [r for r in (row.get("runs") or "").split(",") if r]
+        kw["assumptions"] = [row["assumptions"]] if row.get("assumptions") else []
+        kw["open_per_object_s"] = float(row.get("open_per_object_s") or 0.0)
+        kw["efficiency_fitted"] = bool(row.get("efficiency_fitted"))
+        return cls(**kw)
 
 
-def held_out(points: list[MovePoint], system: str) -> dict[str, Any]:
-    """Fit on the sizes below the largest measured partition size, predict the largest.
+# --------------------------------------------------------------------------------------------
+# Fitting
 
-    Returns ``{"status": "ok"|"insufficient", "reason"?, "train_sizes", "test_size", "train_runs",
-    "rows": [{run_key, partition_bytes, measured_s, predicted_s, error_pct}], "max_abs_error_pct",
-    "mean_abs_error_pct", "target_pct", "within_target"}``.
-    """
-    pts = [p for p in points if p.system == system and p.move_seconds is not None
-           and math.isfinite(p.move_seconds)]
-    sizes = sorted({p.partition_bytes for p in pts})
-    copy = family(system) == COPY_MODEL
-    out: dict[str, Any] = {"system": system, "target_pct": HELD_OUT_TARGET_PCT if copy else None,
-                           "train_sizes": sizes[:-1], "test_size": sizes[-1] if sizes else None,
-                           "rows": [], "train_runs": []}
-    if len(sizes) < 2:
-        return {**out, "status": "insufficient",
-                "reason": f"{len(sizes)} distinct partition size(s); need a smaller one to fit on and a larger to predict"}
-    largest = sizes[-1]
-    train = [p for p in pts if p.partition_bytes < largest]
-    test = [p for p in pts if p.partition_bytes == largest]
-    try:
-        model = fit_model(train, system)
-    except ValueError as exc:
-        return {**out, "status": "insufficient", "reason": str(exc)}
-    if copy and not model.slope_fitted:
-        return {**out, "status": "insufficient",
-                "reason": "the smaller sizes do not span enough bytes/bandwidth to fit a slope"}
-    rows = []
-    for p in sorted(test, key=lambda p: p.run_key):
+
+def _usable(points: Iterable[MovePoint], system: str) -> list[MovePoint]:
+    return [p for p in points if p.system == system and p.move_seconds is not None and math.isfinite(p.move_seconds)
+            and p.move_seconds > 0 and p.cap_bytes_per_s]
+
+
+def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[MovePoint] | None = None) -> MoveModel:
+    """Fit one system's model on its points (others ignored). ``open_points``: the moves whose open
+    phases fit the per-object open cost (handover; default: ``points``). Raises ValueError when
+    the points cannot identify the model."""
+    fam = family(system)
+    if fam not in (COPY_MODEL, HANDOVER_MODEL):
+        raise ValueError(f"{system}: no move-time model for the {fam!r} family")
+    pts = _usable(points, system)
+    if len(pts) < 2:
+        raise ValueError(f"{system}: {len(pts)} measured move(s) with a known cap; need at least 2")
+    if fam == COPY_MODEL:
+        return _fit_copy(system, pts)
+    return _fit_handover(system, pts, _usable(open_points if open_points is not None else points, system))
+
+
+def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
+    B = np.array([p.partition_bytes for p in pts], dtype=float)
+    T = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
+    r = np.array([p.ingest_bytes_per_s or 0.0 for p in pts], dtype=float)
+    t = np.array([p.move_seconds for p in pts], dtype=float)
+    x1 = B / np.maximum(T - r, 1e-9)
+    if np.ptp(x1) < FLAT_SPREAD * float(np.max(np.abs(x1))):
+        raise ValueError(f"{system}: bytes / (cap - ingest) barely vary across the moves; the fixed cost and the "
+                         "efficiency cannot be told apart (need different sizes, throttles or ingest rates)")
+    lo = float(np.max(r / T)) * 1.0001 + 1e-6  # e*T must exceed every move's ingest
+
+    def sse_at(e: float) -> tuple[float, float]:
+        x = B / (e * T - r)
+        c = float(np.mean(t - x))
+        res = t - c - x
+        return float(res @ res), c
+
+    grid = np.geomspace(max(lo, 1e-3), 4.0, 600)
+    vals = [sse_at(e)[0] for e in grid]
+    i = int(np.argmin(vals))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    for _ in range(80):  # golden-section refinement around the grid minimum
+        m1, m2 = a + (b - a) * 0.382, a + (b - a) * 0.618
+        if sse_at(m1)[0] < sse_at(m2)[0]:
+            b = m2
+        else:
+            a = m1
+    e = (a + b) / 2
+    sse, c = sse_at(e)
+    n = len(pts)
+    assumptions = [
+        "T = the run's replication throttle, or the emulated link when lower; r = bytes written into the "
+        "partition during the move / move_seconds (measured); B = partition bytes at the request."]
+    if e >= 3.99:
+        raise ValueError(f"{system}: the fit drives the efficiency to its bound ({e:.3g}); the moves do not "
+                         "identify it")
+    cov = fixed_se = e_se = None
+    if n >= 3:
+        J = np.column_stack([np.ones(n), -B * T / (e * T - r) ** 2])
+        s2 = sse / (n - 2)
         try:
-            pred = model.predict(p.bytes_to_travel, p.bandwidth_bytes_per_s)
-        except ValueError as exc:
-            return {**out, "status": "insufficient", "reason": str(exc)}
-        rows.append({"run_key": p.run_key, "partition_bytes": p.partition_bytes,
-                     "bandwidth_bytes_per_s": p.bandwidth_bytes_per_s, "measured_s": p.move_seconds,
-                     "predicted_s": pred, "error_pct": (pred - p.move_seconds) / p.move_seconds * 100.0
-                     if p.move_seconds else None})
-    errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
-    mx = max(errs) if errs else None
-    return {**out, "status": "ok", "train_runs": model.runs, "model": model.to_row(), "rows": rows,
-            "max_abs_error_pct": mx, "mean_abs_error_pct": float(np.mean(errs)) if errs else None,
-            "within_target": None if (mx is None or out["target_pct"] is None) else mx <= out["target_pct"]}
+            cm = s2 * np.linalg.inv(J.T @ J)
+            cov = cm.tolist()
+            fixed_se, e_se = float(math.sqrt(max(cm[0, 0], 0))), float(math.sqrt(max(cm[1, 1], 0)))
+        except np.linalg.LinAlgError:
+            assumptions.append("Standard errors unavailable (singular design).")
+    sst = float(((t - t.mean()) ** 2).sum())
+    return MoveModel(system, COPY_MODEL, c, fixed_se, float(e), e_se, True, r2=None if sst == 0 else 1 - sse / sst,
+                     rmse_s=math.sqrt(sse / n), n=n, runs=sorted({p.run_key for p in pts}), cov=cov,
+                     assumptions=assumptions)
 
 
-def project(models: dict[str, MoveModel], copy_replicas_added: int = 1) -> list[dict[str, Any]]:
-    """Move time and bytes moved for the projection sizes and links, every fitted system."""
-    rows = []
-    for system, m in models.items():
-        copy = family(system) == COPY_MODEL
-        for gbit in PROJECTION_LINKS_GBIT:
-            bw = gbit * GBIT_BYTES_PER_S
-            for label, size in PROJECTION_SIZES:
-                if copy:
-                    travel = float(size)
-                    moved = float(size) * copy_replicas_added
-                    note = f"copies the whole partition to {copy_replicas_added} new replica(s) at {gbit:g} Gbit/s x efficiency"
-                else:
-                    travel = float(m.unuploaded_bytes or 0.0)
-                    moved = travel
-                    note = (f"uploads the unuploaded tail ({format_bytes(travel)}, the median measured) at "
-                            f"{gbit:g} Gbit/s; independent of partition size")
-                t, se = m.predict_with_se(travel, bw)
-                rows.append({"system": system, "link_gbit_s": gbit, "link_bytes_per_s": bw,
-                             "size_label": label, "partition_bytes": float(size), "move_seconds": t,
-                             "move_seconds_se": se, "move_time": human_seconds(t),
-                             "bytes_moved": moved, "basis": note, "based_on_runs": ",".join(m.runs)})
-    return rows
+def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | None, float | None, int, list[str]]:
+    """open(n) = a + b*n from the measured open phases: (a, b, b's se, max n, count, notes)."""
+    op = [p for p in points if p.open_seconds is not None and p.objects is not None]
+    if not op:
+        return None, 0.0, None, None, 0, ["No open phase with an object count was measured: the per-object open "
+                                           "cost is taken as 0 (it stays inside the fixed cost)."]
+    n = np.array([p.objects for p in op], dtype=float)
+    s = np.array([p.open_seconds for p in op], dtype=float)
+    if len(op) < 3 or np.ptp(n) < FLAT_SPREAD * max(float(n.max()), 1.0):
+        return (float(s.mean()), 0.0, None, float(n.max()), len(op),
+                [f"Opens were measured at {fmt_count(n.min())}-{fmt_count(n.max())} objects only: the per-object "
+                 "cost is not identified and taken as 0."])
+    f = fit_linear(n, s)
+    notes = [f"open(n) = {f.intercept * 1000:.3g} ms + {f.slope * 1000:.3g} ms x n, fitted on {len(op)} measured "
+             f"opens of {fmt_count(n.min())}-{fmt_count(n.max())} objects."]
+    b = f.slope
+    if b < 0:
+        notes.append("The fitted per-object cost was negative; taken as 0.")
+        b = 0.0
+    return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
+
+
+def _fit_handover(system: str, pts: list[MovePoint], open_pts: list[MovePoint]) -> MoveModel:
+    pts = [p for p in pts if p.tail_bytes is not None]
+    if len(pts) < 2:
+        raise ValueError(f"{system}: {len(pts)} move(s) with a measured tail; need at least 2")
+    a, b, b_se, nmax, n_open, notes = fit_open(open_pts)
+    L = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
+    x = np.array([p.tail_bytes for p in pts], dtype=float) / L
+    y = np.array([p.move_seconds - b * float(p.objects or 0) for p in pts], dtype=float)
+    runs = sorted({p.run_key for p in pts})
+    assumptions = ["L = the lowest of the run's object-store cap and the emulated links the upload crosses; "
+                   "tail = the bytes the old owner uploaded at the close (measured)."] + notes
+    if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
+        f = fit_linear(x, y)
+        if f.slope > 0:
+            u = 1.0 / f.slope
+            cov = None
+            if f.cov is not None:  # d(u)/d(slope) = -u^2: the covariance of (c, u)
+                c = np.asarray(f.cov)
+                g = np.diag([1.0, -u * u])
+                cov = (g @ c @ g.T).tolist()
+            return MoveModel(system, HANDOVER_MODEL, f.intercept, f.intercept_se, u,
+                             None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
+                             f.r2, f.rmse, f.n, runs, cov, assumptions)
+        assumptions.append(f"The fitted upload slope was not positive ({f.slope:.3g}); u is held at 1.")
+    else:
+        assumptions.append("The tails barely vary across the moves: u is held at 1 (the tail leaves at the full "
+                           "cap) and only the fixed cost is fitted.")
+    resid = y - x
+    c = float(resid.mean())
+    se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
+    return MoveModel(system, HANDOVER_MODEL, c, se, 1.0, None, False, a, b, b_se, nmax, n_open, None,
+                     float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None, assumptions)
+
+
+def tail_bytes(ingest_bytes_per_s: float, upload_threshold_bytes: float, upload_interval_s: float) -> float:
+    """The most a partition can hold unuploaded: what it writes until the next upload, which comes
+    when the broker's WAL passes the threshold or the interval elapses (one hot partition per
+    broker; a move right before an upload meets the whole of it)."""
+    return float(min(upload_threshold_bytes, ingest_bytes_per_s * upload_interval_s))
+
+
+# --------------------------------------------------------------------------------------------
+# Held-out validation
+
+
+def _predict_point(m: MoveModel, p: MovePoint) -> float:
+    return m.predict(p.partition_bytes, p.cap_bytes_per_s, p.ingest_bytes_per_s, p.tail_bytes, p.objects)
+
+
+def _axis_label(axis: str, v: float) -> str:
+    if axis == "size":
+        return format_bytes(v)
+    if axis == "link":
+        return f"{v / 1e6:g} Mbit/s"
+    return f"{v / 1e6:.3g} MB/s"
+
+
+def validate(points: Sequence[MovePoint], system: str, axes: Sequence[str] = ("size", "throttle", "link", "ingest"),
+             open_points: Sequence[MovePoint] | None = None) -> list[dict[str, Any]]:
+    """Held-out checks of one system's model on every axis its moves vary (module docstring).
+
+    One entry per (axis, family, held-out value): ``{system, axis, held_out: {axis: value}, label,
+    family, status, reason, error_pct, max_abs_error_pct, target_pct, measured_s, predicted_s,
+    train_values, train_runs, test_runs, n_train, n_test, fit}``. A system whose moves support no
+    size check gets one ``insufficient`` size entry saying why.
+    """
+    fam = family(system)
+    target = TARGET_PCT.get(fam or "", None)
+    pts = _usable(points, system)
+    out: list[dict[str, Any]] = []
+    for axis in axes:
+        fams: dict[tuple, list[MovePoint]] = defaultdict(list)
+        for p in pts:
+            if axis_value(p, axis) is not None:
+                fams[family_key(p, axis)].append(p)
+        for fk, fpts in sorted(fams.items(), key=lambda kv: str(kv[0])):
+            by_val: dict[float, list[MovePoint]] = defaultdict(list)
+            for p in fpts:
+                by_val[axis_value(p, axis)].append(p)
+            values = sorted(by_val)
+            if len(values) < 2:
+                continue
+            # Every value with enough smaller ones is held out in turn (walk-forward); a family
+            # with none says why its largest value could not be checked.
+            checks = [_check(system, axis, fk, by_val, held, target, open_points) for held in values[1:]]
+            done = [c for c in checks if c["status"] != "insufficient"]
+            out.extend(done or checks[-1:])
+    if not any(e["axis"] == "size" for e in out):
+        sizes = sorted({axis_value(p, "size") for p in pts if axis_value(p, "size") is not None})
+        out.append({"system": system, "axis": "size", "held_out": {}, "label": None, "family": None,
+                    "status": "insufficient", "target_pct": target, "error_pct": None,
+                    "reason": (f"{len(sizes)} partition size(s) measured in one configuration; a size check needs "
+                               f"{MIN_TRAIN['size'] + 1}: {MIN_TRAIN['size']} to fit on (spanning {SIZE_SPAN:g}x) "
+                               "and a larger one to predict")})
+    return out
+
+
+def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint]], held: float,
+           target: float | None, open_points: Sequence[MovePoint] | None) -> dict[str, Any]:
+    train_vals = [v for v in sorted(by_val) if v < held]
+    train = [p for v in train_vals for p in by_val[v]]
+    test = by_val[held]
+    base: dict[str, Any] = {
+        "system": system, "axis": axis, "held_out": {axis: held}, "label": _axis_label(axis, held) + _context(test[0], axis),
+        "family": _family_label(fk), "target_pct": target, "train_values": train_vals,
+        "train_runs": sorted({p.run_key for p in train}), "test_runs": sorted({p.run_key for p in test}),
+        "n_train": len(train), "n_test": len(test), "error_pct": None, "max_abs_error_pct": None,
+        "measured_s": None, "predicted_s": None, "fit": None,
+    }
+    if len(train_vals) < MIN_TRAIN[axis]:
+        return {**base, "status": "insufficient",
+                "reason": f"{len(train_vals)} smaller {axis} value(s) to fit on; need {MIN_TRAIN[axis]}"}
+    if axis == "size":
+        meds = [statistics.median(p.partition_bytes for p in by_val[v]) for v in train_vals]
+        span = max(meds) / min(meds) if min(meds) > 0 else math.inf
+        base["train_span"] = span
+        if span < SIZE_SPAN:
+            return {**base, "status": "insufficient",
+                    "reason": f"the smaller sizes span {span:.1f}x in bytes at the request; need {SIZE_SPAN:g}x"}
+    test_runs = {p.run_key for p in test}  # the held-out moves' own opens never enter the open-cost fit
+    opens = [p for p in (open_points if open_points is not None else train) if p.run_key not in test_runs]
+    try:
+        m = fit_model(train, system, opens)
+    except ValueError as exc:
+        return {**base, "status": "insufficient", "reason": str(exc)}
+    errs, preds = [], []
+    for p in test:
+        pred = _predict_point(m, p)
+        preds.append(pred)
+        errs.append((pred - p.move_seconds) / p.move_seconds * 100.0)
+    measured = statistics.median(p.move_seconds for p in test)
+    predicted = statistics.median(preds)
+    err = (predicted - measured) / measured * 100.0 if math.isfinite(predicted) else math.inf
+    ok = target is not None and abs(err) <= target
+    return {**base, "status": "ok" if ok else "failed",
+            "reason": None if ok else f"|error| {abs(err):.1f} % > {target:g} %",
+            "error_pct": err, "max_abs_error_pct": max(abs(e) for e in errs),
+            "measured_s": measured, "predicted_s": predicted, "fit": m.to_row()}
+
+
+def _context(p: MovePoint, axis: str) -> str:
+    """The family's other throttle / ingest setting, to tell checks of one axis apart."""
+    other = [(a, axis_value(p, a)) for a in ("throttle", "ingest") if a != axis]
+    shown = [f"{a} {_axis_label(a, v)}" for a, v in other if v is not None]
+    return f" (at {', '.join(shown)})" if shown and axis != "size" else ""
+
+
+def _family_label(fk: tuple) -> str:
+    s = dict(fk[1:])
+    keep = ("brokers", "replication_factor", "link_rate", "replication_throttle_bytes_per_s", "produce_rate_msgs_per_s",
+            "prefill_bytes_per_partition", "wal_upload_threshold_bytes")
+    return ", ".join(f"{k}={s[k]}" for k in keep if s.get(k) is not None)
+
+
+def fmt_count(x: float) -> str:
+    return f"{x:,.0f}"
 
 
 def human_seconds(s: float | None) -> str:
     if s is None or not math.isfinite(s):
-        return "n/a"
+        return "never" if s == math.inf else "n/a"
     if s < 1:
         return f"{s * 1000:.0f} ms"
     if s < 120:
@@ -317,7 +504,7 @@ def human_seconds(s: float | None) -> str:
 
 
 __all__ = [
-    "COPY_MODEL", "GBIT_BYTES_PER_S", "HELD_OUT_TARGET_PCT", "PROJECTION_LINKS_GBIT", "PROJECTION_SIZES",
-    "HANDOVER_MODEL", "LinearFit", "MoveModel", "MovePoint", "family", "fit_linear", "fit_model", "held_out",
-    "human_seconds", "project",
+    "AXES", "COPY_MODEL", "GBIT_BYTES_PER_S", "HANDOVER_MODEL", "LinearFit", "MoveModel", "MovePoint", "SIZE_SPAN",
+    "TARGET_PCT", "axis_value", "family", "family_key", "fit_linear", "fit_model", "fit_open", "human_seconds",
+    "tail_bytes", "validate",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import os
 import statistics
@@ -20,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from bench import results
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate import (
@@ -64,17 +62,21 @@ class ReportError(Exception):
 
 
 def load_tables(agg_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
-    agg = Path(agg_dir)
-    if not (agg / "runs.parquet").is_file():
-        raise ReportError(f"no aggregate in {agg}: run `python -m bench aggregate [RESULTS_DIR]` first "
-                          "(it needs at least one run directory with summary.json and history.parquet)")
-    out = {}
-    for name in TABLES:
-        f = agg / f"{name}.parquet"
-        out[name] = pq.read_table(f).to_pylist() if f.is_file() else []
+    """The aggregate's tables as rows (bench.results.load), keyed by table name."""
+    return _load(agg_dir)[0]
+
+
+def _load(agg_dir: str | os.PathLike[str]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """-> (tables as rows keyed by table name, model.json). ``agg_dir``: an aggregate folder or a
+    results root holding ``aggregate/``."""
+    try:
+        res = results.load(agg_dir)
+    except results.NoAggregateError as e:
+        raise ReportError(str(e)) from None
+    out = {name: res.records(name) for name in TABLES}
     if not out["runs"]:
-        raise ReportError(f"the aggregate in {agg} holds no runs; nothing to report")
-    return out
+        raise ReportError(f"the aggregate in {res.path} holds no runs; nothing to report")
+    return out, res.model
 
 
 @dataclass
@@ -214,16 +216,15 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
             f = fits.get(system)
             if f is None:
                 continue
-            model = _model_from_row(f)
-            try:
-                if mdl.family(system) == mdl.COPY_MODEL:
-                    ys = [model.predict(x, bw) for x in grid]
-                else:
-                    ys = [model.predict(f["unuploaded_bytes"] or 0.0, bw) for _ in grid]
-            except ValueError:
+            model = mdl.MoveModel.from_row(f)
+            if bw is None:
                 continue
+            # The model's line for this cap at the group's median inputs at the request (copy: its
+            # ingest; handover: its tail and objects, which do not grow with the size).
+            med = lambda k: statistics.median([float(m[k] or 0.0) for m in sel])  # noqa: E731
+            ys = [model.predict(x, bw, med("ingest_bytes_per_s"), med("unuploaded_bytes"), med("objects")) for x in grid]
             ax.plot(grid, ys, color=_color(system), lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
-                    label=f"{_short(system)} fit{cap}")
+                    label=f"{_short(system)} model{cap}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -235,17 +236,11 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.set_title("Move time vs partition size: measured moves and fitted models")
     ax.legend(loc="upper left", fontsize=8)
     cap = ("Each point is one partition move (request to first ack served by the new owner); the repetitions of "
-           "a configuration move about the same size, so their spread is the vertical scatter at that size. Lines: the fitted "
-           "models (copy family: fixed + bytes/(efficiency x bandwidth cap); shared family: fixed + unuploaded "
-           "tail / bandwidth cap; a run's cap is the lowest of its replication throttle or object-store cap and "
-           "the emulated links a move crosses). From " + _short_runs(runs) + ".")
+           "a configuration move about the same size, so their spread is the vertical scatter at that size. Lines: each "
+           "system's fitted model at that cap and the measured moves' median ingest, tail and objects (copy: "
+           "c + B / (e x T - r); shared: c + tail / (u x L) + open cost per object; a run's cap is the lowest of its "
+           "replication throttle or object-store cap and the emulated links a move crosses). From " + _short_runs(runs) + ".")
     return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
-
-
-def _model_from_row(f: dict[str, Any]) -> mdl.MoveModel:
-    return mdl.MoveModel(f["system"], f["mode"], f["fixed_s"], f["fixed_se"], f["slope"], f["slope_se"],
-                         bool(f["slope_fitted"]), f["r2"], f["rmse_s"], f["n"], (f["runs"] or "").split(","),
-                         None, f["unuploaded_bytes"])
 
 
 BYTES_COLORS = {"inter_broker": "#e67e22", "objstore": "#5dade2"}
@@ -597,47 +592,93 @@ def fig_phases(t) -> Figure:
 
 
 def fig_projection(t) -> Figure:
+    """The projection table's validated rows: a partition ingesting 100 MB/s at each size and link."""
     plt = _plt()
-
-    proj = t["projection"]
+    proj = [p for p in t["projection"] if p["validated"]]
     if not proj:
-        return Figure("projection", "TB-scale projection", _png(_empty(plt, "No fitted model to project.")),
-                      "No fitted model to project.", [])
-    sizes = [lbl for lbl, _ in mdl.PROJECTION_SIZES]
+        why = sorted({f"{_short(p['system'])}: {p['reason']}" for p in t["projection"] if p.get("reason")})
+        msg = "No validated model to project." + ("\n" + "\n".join(why) if why else "")
+        return Figure("projection", "TB-scale projection", _png(_empty(plt, msg)), msg.replace("\n", " "), [])
+    sizes = sorted({(p["partition_bytes"], p["size_label"]) for p in proj})
     fig, ax = plt.subplots(figsize=(9, 4.8))
     systems = _systems(proj)
-    combos = [(s, g) for s in systems for g in mdl.PROJECTION_LINKS_GBIT]
+    combos = sorted({(s, p["link_gbit_s"]) for p in proj for s in systems if p["system"] == s},
+                    key=lambda c: (systems.index(c[0]), c[1]))
     width = 0.8 / len(combos)
+    finite = [p["move_seconds"] for p in proj if p["move_seconds"] is not None]
+    top = max(finite, default=1.0)
     for i, (s, g) in enumerate(combos):
-        ys = []
-        for lbl in sizes:
+        ys, texts = [], []
+        for _, lbl in sizes:
             p = next((x for x in proj if x["system"] == s and x["link_gbit_s"] == g and x["size_label"] == lbl), None)
-            ys.append(p["move_seconds"] if p else float("nan"))
+            never = bool(p and p["never"])
+            ys.append(top * 3 if never else (p["move_seconds"] if p and p["move_seconds"] is not None else float("nan")))
+            texts.append("never" if never else mdl.human_seconds(p["move_seconds"]) if p and p["move_seconds"] else "")
         xs = [j + (i - (len(combos) - 1) / 2) * width for j in range(len(sizes))]
-        bars = ax.bar(xs, ys, width, color=_color(s), alpha=1.0 if g == 1 else 0.55, hatch=None if g == 1 else "//",
+        first = g == min(c[1] for c in combos if c[0] == s)
+        bars = ax.bar(xs, ys, width, color=_color(s), alpha=1.0 if first else 0.55, hatch=None if first else "//",
                       label=f"{_label(s)} @ {g:g} Gbit/s")
-        for b, y in zip(bars, ys):
-            if y == y:
-                ax.text(b.get_x() + b.get_width() / 2, y * 1.15, mdl.human_seconds(y), ha="center", va="bottom",
-                        fontsize=7, rotation=90)
+        for b, y, txt in zip(bars, ys, texts):
+            if y == y and txt:
+                ax.text(b.get_x() + b.get_width() / 2, y * 1.15, txt, ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_yscale("log")
     ax.set_xticks(range(len(sizes)))
-    ax.set_xticklabels([f"{s} partition" for s in sizes])
+    ax.set_xticklabels([f"{lbl} partition" for _, lbl in sizes])
     ax.set_ylabel("projected move time (log scale)")
-    ax.set_title("Projected move time for TB-scale partitions")
+    ax.set_title("Projected move time of a partition ingesting 100 MB/s (validated models only)")
     ax.legend(fontsize=8, loc="upper left")
-    ymax = max(p["move_seconds"] for p in proj if p["move_seconds"] is not None)
-    ymin = min(p["move_seconds"] for p in proj if p["move_seconds"] is not None)
-    ax.set_ylim(ymin / 3, ymax * 30)
-    _time_ticks(ax, ymin / 3, ymax * 30)
+    ymin = min(finite, default=0.1)
+    ax.set_ylim(ymin / 3, top * 100)
+    _time_ticks(ax, ymin / 3, top * 100)
     runs = sorted({r for p in proj for r in (p["based_on_runs"] or "").split(",") if r})
-    cap = ("Model projections (not measurements): " + "; ".join(sorted({f"{p['system']}: {p['basis']}" for p in proj
-                                                                          if p['link_gbit_s'] == 1.0}))
+    skipped = sorted({f"{_short(p['system'])} ({p['reason']})" for p in t["projection"] if not p["validated"]})
+    cap = ("Model projections (not measurements), only from models that passed their held-out checks; a bar at the "
+           "top marked never: the ingest outruns the copy. " + "; ".join(sorted({
+               f"{p['system']} @ {p['link_gbit_s']:g} Gbit/s: {p['basis']}" for p in proj if p["size_label"] == "8.2 TB"}))
+           + (". Not validated, not shown: " + "; ".join(skipped) if skipped else "")
            + ". Fitted on " + _short_runs(runs) + ".")
     return Figure("projection", "TB-scale projection", _png(fig), cap, runs)
 
 
-FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_links, fig_unavailable, fig_phases, fig_projection)
+def fig_rebalance(t) -> Figure:
+    """Simulated cluster rebalances (validated models only): time to rebalance against brokers."""
+    plt = _plt()
+    sims = [r for r in t.get("rebalance") or [] if r["validated"] and not r["headline"]]
+    if not sims:
+        msg = "No validated cluster simulation (a system's model and its rebalance check must pass)."
+        return Figure("rebalance", "Cluster rebalance (simulated)", _png(_empty(plt, msg)), msg, [])
+    runs = sorted({r for f in t["model_fit"] if f["system"] in {x["system"] for x in sims}
+                   for r in (f["runs"] or "").split(",") if r})
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    total = max(r["total_bytes"] for r in sims)
+    styles = {1.0: "-", 10.0: "--", 25.0: ":"}
+    for s in _systems(sims):
+        for g in sorted({r["link_gbit_s"] for r in sims}):
+            pts = sorted((r["brokers"], r["rebalance_seconds"]) for r in sims
+                         if r["system"] == s and r["link_gbit_s"] == g and r["total_bytes"] == total
+                         and r["concurrency"] == max(x["concurrency"] for x in sims))
+            pts = [(b, y) for b, y in pts if y is not None and math.isfinite(y)]
+            if pts:
+                ax.plot([b for b, _ in pts], [y for _, y in pts], marker="o", color=_color(s), ls=styles.get(g, "-."),
+                        label=f"{_label(s)} @ {g:g} Gbit/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("brokers before the scale-out (+10 %)")
+    ax.set_ylabel("time to rebalance (log scale)")
+    y0, y1 = ax.get_ylim()
+    _time_ticks(ax, y0, y1)
+    ax.set_title(f"Simulated scale-out of a cluster holding {format_bytes(total)} (validated models only)")
+    ax.legend(fontsize=8)
+    cap = ("Cruise-Control-style execution simulated per cluster (bench/analysis/rebalance.py, on Spark): lognormal "
+           "partition sizes, replicas move to the new brokers until each holds its share, "
+           f"{max(x['concurrency'] for x in sims)} concurrent moves per broker, the copy system throttled to 50 % of "
+           "each link, the shared system uploading tails of at most min(512 MiB, ingest x 10 s). Not measurements: the "
+           "models rest on " + _short_runs(runs) + ".")
+    return Figure("rebalance", "Cluster rebalance (simulated)", _png(fig), cap, runs)
+
+
+FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_links, fig_unavailable, fig_phases, fig_projection,
+           fig_rebalance)
 
 
 # --------------------------------------------------------------------------------------------
@@ -695,7 +736,94 @@ def _link_fill(t) -> list[list[Any]]:
 SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "failed checks"]
 
 
-def headline(t) -> list[str]:
+MEASURED_HEAD = "Measured at a glance"
+HEADLINE_CASES = ("partition", "cluster")  # the order the cases are shown in (others after, by name)
+HEADLINE_NOTE = ("Projected time of each case per link and system, from the move-time models fitted on the runs "
+                 "below. A time is shown only where the model passed the held-out checks it rests on (fit on "
+                 "smaller runs, predict a larger one; error: the largest |error| of those checks); otherwise the "
+                 "cell says why it is not validated.")
+NO_HEADLINE = ("This aggregate predates the headline (its model.json has no `headline`): run "
+               "`python -m bench aggregate` again to get it.")
+EMPTY_HEADLINE = "The aggregate's model.json lists no headline case (no model could be projected)."
+
+
+@dataclass
+class HeadlineCase:
+    title: str
+    head: list[str]
+    rows: list[list[str]]
+    basis: list[str]
+
+
+def headline_cell(e: dict[str, Any]) -> str:
+    """``25.5 h (validated, held-out error 4.1 %)``, or ``not validated: <reason>``: a projection
+    that did not pass its validation never shows a number."""
+    if e.get("status") != "validated":
+        return "not validated: " + (e.get("reason") or "no reason given")
+    value = e.get("value_text") or (mdl.human_seconds(e["value_s"]) if e.get("value_s") is not None else MISSING)
+    err = e.get("error_pct")
+    return f"{value} (validated" + ("" if err is None else f", held-out error {abs(err):.1f} %") + ")"
+
+
+def headline_cases(model: dict[str, Any]) -> list[HeadlineCase] | None:
+    """model.json's ``headline`` as one table per case: rows = links, columns = systems (registry
+    order). None: the aggregate predates the headline."""
+    entries = model.get("headline")
+    if entries is None:
+        return None
+    present = {e.get("case") for e in entries}
+    cases = [c for c in HEADLINE_CASES if c in present] + sorted(str(c) for c in present - set(HEADLINE_CASES))
+    out = []
+    for case in cases:
+        es = [e for e in entries if e.get("case") == case]
+        systems = _systems(es)
+        label = {e["system"]: e.get("system_label") or _label(e["system"]) for e in es}
+        links = sorted({float(e["link_gbit_s"]) for e in es})
+        cell = {(e["system"], float(e["link_gbit_s"])): e for e in es}
+        rows = [[f"{g:g} Gbit/s"] + [headline_cell(cell[(s, g)]) if (s, g) in cell else MISSING for s in systems]
+                for g in links]
+        basis = []
+        for s in systems:
+            for g in links:
+                e = cell.get((s, g))
+                if e is None:
+                    continue
+                line = f"**{label[s]}** @ {g:g} Gbit/s: {e.get('basis') or MISSING}"
+                if e.get("status") == "validated" and e.get("bytes_moved") is not None:
+                    line += f"; {format_bytes(e['bytes_moved'])} moved"
+                if e.get("validations"):
+                    line += "; held-out checks: " + ", ".join(e["validations"])
+                basis.append(line + ".")
+        out.append(HeadlineCase(es[0].get("title") or str(case), ["link"] + [label[s] for s in systems], rows, basis))
+    return out
+
+
+def headline_markdown(model: dict[str, Any]) -> list[str]:
+    cases = headline_cases(model)
+    lines = ["## Headline", ""]
+    if cases is None:
+        return lines + [NO_HEADLINE, ""]
+    if not cases:
+        return lines + [EMPTY_HEADLINE, ""]
+    lines += [HEADLINE_NOTE, ""]
+    for c in cases:
+        lines += [f"### {c.title}", "", md_table(c.head, c.rows), ""] + [f"- {b}" for b in c.basis] + [""]
+    return lines
+
+
+def headline_html(model: dict[str, Any]) -> str:
+    cases = headline_cases(model)
+    if cases is None:
+        return f"<h2>Headline</h2><p>{_md_inline(NO_HEADLINE)}</p>"
+    if not cases:
+        return f"<h2>Headline</h2><p>{_md_inline(EMPTY_HEADLINE)}</p>"
+    return (f"<h2>Headline</h2><p>{_md_inline(HEADLINE_NOTE)}</p>"
+            + "".join(f"<h3>{_md_inline(c.title)}</h3>" + _html_table(c.head, c.rows)
+                      + "<ul>" + "".join(f"<li>{_md_inline(b)}</li>" for b in c.basis) + "</ul>" for c in cases))
+
+
+def measured_lines(t) -> list[str]:
+    """Measured moves per system, the held-out checks and the safety verdicts, one line each."""
     out = []
     for system in _systems(t["moves"]):
         mine = [m for m in t["moves"] if m["system"] == system]
@@ -705,15 +833,17 @@ def headline(t) -> list[str]:
             out.append(f"**{_label(system)}**: {len(ms)} measured move(s) in {len({m['run_key'] for m in mine})} "
                        f"run(s), move_seconds median {fmt_spread(ms)} s for partitions of "
                        f"{format_bytes(min(sizes)) if sizes else MISSING}–{format_bytes(max(sizes)) if sizes else MISSING}.")
-    for p in t["projection"]:
-        if p["size_label"] == "8.2 TB" and p["link_gbit_s"] == 1.0:
-            out.append(f"Projected 8.2 TB move at 1 Gbit/s, {_label(p['system'])}: **{p['move_time']}** "
-                       f"({format_bytes(p['bytes_moved'])} moved).")
+    checks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for v in t["model_validation"]:
-        if v.get("target_pct") is not None and v.get("error_pct") is not None:
-            out.append(f"Held-out check ({_short(v['system'])} model, largest size {format_bytes(v['partition_bytes'])}, run "
-                       f"`{v['run_key']}`): predicted {fmt_num(v['predicted_s'])} s vs measured {fmt_num(v['measured_s'])} s, "
-                       f"error {v['error_pct']:+.1f} % (target ±{fmt_num(v['target_pct'])} %).")
+        if v.get("error_pct") is not None:
+            checks[(v["system"], v["axis"])].append(v)
+    for (system, axis), vs in checks.items():
+        worst = max(vs, key=lambda v: abs(v["error_pct"]))
+        failed = sum(1 for v in vs if v["status"] == "failed")
+        out.append(f"Held-out {axis} check{'s' if len(vs) > 1 else ''} of the {_short(system)} model: {len(vs)} "
+                   f"({failed} failed); the largest error at {worst['label']}: predicted {fmt_num(worst['predicted_s'])} s "
+                   f"vs measured {fmt_num(worst['measured_s'])} s, {worst['error_pct']:+.1f} % "
+                   f"(target ±{fmt_num(worst['target_pct'])} %).")
     bad = [r["run_key"] for r in t["runs"] if r["valid"] == "fail"]
     out.append(f"Safety verdicts over {len(t['runs'])} run(s): {verdict_counts(r['valid'] or 'unknown' for r in t['runs'])}"
                + (f"; failed: {', '.join(bad)}" if bad else "") + ".")
@@ -726,18 +856,16 @@ def headline(t) -> list[str]:
 
 def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | os.PathLike[str] = DEFAULT_REPORT
                  ) -> dict[str, Path]:
-    t = load_tables(agg_dir)
+    t, model = _load(agg_dir)
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figs = [f(t) for f in FIGURES]
     for f in figs:
         (out / "figures" / f"{f.name}.png").write_bytes(f.png)
     synthetic = [r["run_key"] for r in t["runs"] if r.get("synthetic")]
-    model_json = Path(agg_dir) / "model.json"
-    notes = json.loads(model_json.read_text()).get("notes") if model_json.is_file() else {}
-    md = render_markdown(t, figs, synthetic, notes)
+    md = render_markdown(t, figs, synthetic, model)
     (out / "report.md").write_text(md, encoding="utf-8")
-    (out / "report.html").write_text(render_html(t, figs, synthetic, notes), encoding="utf-8")
+    (out / "report.html").write_text(render_html(t, figs, synthetic, model), encoding="utf-8")
     return {"html": out / "report.html", "markdown": out / "report.md", "figures": out / "figures"}
 
 
@@ -750,15 +878,17 @@ def _configs(t) -> list[dict[str, Any]]:
     return sorted(t["configs"], key=lambda c: (c["scenario"] or "", order[c["system"]], c["config_label"] or ""))
 
 
-def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
+def render_markdown(t, figs: list[Figure], synthetic: list[str], model: dict[str, Any]) -> str:
+    """``model``: model.json (its ``headline`` and ``notes``)."""
     lines = [f"# {TITLE}", ""]
-    if synthetic:
+    if synthetic:  # before the headline: no number of the report may be read without it
         lines += [f"> **Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s)** (generated by bench/analysis/synthetic.py, "
                   "not measurements).", ""]
+    lines += headline_markdown(model)
     cfgs = _configs(t)
     lines += ["## Provenance", ""] + [f"- {x}" for x in provenance_lines(t["runs"])] + [""]
     lines += ["## Configurations compared", "", CONFIG_NOTE, "", md_table(CONFIG_HEAD, configuration_rows(cfgs, _label)), ""]
-    lines += ["## Headline", ""] + [f"- {h}" for h in headline(t)] + [""]
+    lines += [f"## {MEASURED_HEAD}", ""] + [f"- {h}" for h in measured_lines(t)] + [""]
     lines += ["## Results per configuration", "", SPREAD_NOTE, "", md_table(RESULT_HEAD, result_rows(cfgs)), ""]
     if any(c["moves"] for c in cfgs):
         lines += ["## Bytes moved per configuration", "", BYTES_SPLIT_NOTE, "", md_table(BYTES_HEAD, bytes_rows(cfgs)), ""]
@@ -771,7 +901,7 @@ def render_markdown(t, figs: list[Figure], synthetic: list[str], notes) -> str:
     if t["outages"]:
         rows, runs = fault_rows(t)
         lines += ["## Fault outages", "", FAULT_NOTE, "", md_table(FAULT_HEAD, rows), "", f"From {_short_runs(runs)}.", ""]
-    lines += ["## Model", "", model_markdown(t, notes)]
+    lines += ["## Model", "", model_markdown(t, model.get("notes"))]
     return "\n".join(lines) + "\n"
 
 
@@ -837,18 +967,20 @@ code{background:#f4f4f4;padding:0 .2em;font-size:.9em}
 """
 
 
-def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
+def render_html(t, figs: list[Figure], synthetic: list[str], model: dict[str, Any]) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(TITLE)}</title>"
              f"<style>{CSS}</style></head><body><h1>{html.escape(TITLE)}</h1>"]
     if synthetic:
         parts.append(f"<p class='banner'>Contains {len(synthetic)} SYNTHETIC TEST-FIXTURE run(s) "
                      "(generated by bench/analysis/synthetic.py, not measurements).</p>")
+    parts.append(headline_html(model))
     cfgs = _configs(t)
     parts.append("<h2>Provenance</h2><ul>" + "".join(f"<li>{_md_inline(x)}</li>" for x in provenance_lines(t["runs"]))
                  + "</ul>")
     parts.append(f"<h2>Configurations compared</h2><p>{_md_inline(CONFIG_NOTE)}</p>"
                  + _html_table(CONFIG_HEAD, configuration_rows(cfgs, _label)))
-    parts.append("<h2>Headline</h2><ul>" + "".join(f"<li>{_md_inline(h)}</li>" for h in headline(t)) + "</ul>")
+    parts.append(f"<h2>{MEASURED_HEAD}</h2><ul>" + "".join(f"<li>{_md_inline(h)}</li>" for h in measured_lines(t))
+                 + "</ul>")
     parts.append(f"<h2>Results per configuration</h2><p>{_md_inline(SPREAD_NOTE)}</p>"
                  + _html_table(RESULT_HEAD, result_rows(cfgs)))
     if any(c["moves"] for c in cfgs):
@@ -868,9 +1000,9 @@ def render_html(t, figs: list[Figure], synthetic: list[str], notes) -> str:
         rows, runs = fault_rows(t)
         parts.append(f"<h2>Fault outages</h2><p>{_md_inline(FAULT_NOTE)}</p>" + _html_table(FAULT_HEAD, rows)
                      + f"<p>From {_md_inline(_short_runs(runs))}.</p>")
-    parts.append("<h2>Model</h2>" + _md_to_html(model_markdown(t, notes)))
+    parts.append("<h2>Model</h2>" + _md_to_html(model_markdown(t, model.get("notes"))))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-__all__ = ["DEFAULT_REPORT", "ReportError", "build_report", "load_tables"]
+__all__ = ["DEFAULT_REPORT", "ReportError", "build_report", "headline_cases", "headline_cell", "load_tables"]

@@ -7,7 +7,8 @@ and a ``synthetic-`` run id; the report marks such runs as synthetic.
 
 The story of one run: ``partitions`` partitions under a steady produce load; at ``move_at_s`` one
 partition is reassigned; the system's profile picks the story by its move-model family. Copy: the
-new replica fetches ``partition_bytes`` at ``efficiency`` x the throttle, then leadership moves
+new replica fetches ``partition_bytes`` and what is written meanwhile at ``efficiency`` x the throttle
+(``t = fixed + B / (efficiency * throttle - ingest)``, the copy model's physics), then leadership moves
 (producers to that partition stall ``gap_s`` around the switch). Shared: the unuploaded tail is
 flushed at the object-store cap, then ownership moves. Latencies are
 lognormal; sends stalled by the switch are acked after it; a few time out (outcome ``info``).
@@ -68,8 +69,14 @@ class SynthRun:
     @property
     def move_seconds(self) -> float:
         if self.copy:
-            return self.fixed_s + self.partition_bytes_at_move / (self.efficiency * self.throttle_bytes_per_s)
+            return self.fixed_s + self.partition_bytes_at_move / (self.efficiency * self.throttle_bytes_per_s
+                                                                  - self.ingest_bytes_per_s)
         return self.fixed_s + self.tail_bytes / self.objstore_bytes_per_s
+
+    @property
+    def ingest_bytes_per_s(self) -> float:
+        """Into the moved partition (the load spreads evenly over the partitions)."""
+        return self.rate_msgs_per_s / self.partitions * self.message_bytes
 
     @property
     def partition_bytes_at_move(self) -> float:
@@ -140,7 +147,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         (req, "action_start", {"action_id": 0, "action": "reassign", "topic": "hot", "partition": moved, "to": [3]}),
     ]
     if cfg.copy:
-        copy_s = pbytes / (cfg.efficiency * cfg.throttle_bytes_per_s)
+        copy_s = pbytes / (cfg.efficiency * cfg.throttle_bytes_per_s - cfg.ingest_bytes_per_s)
         ev += [(req + copy_s, "move_phase", {"action_id": 0, "phase": "copy", "seconds": copy_s, "bytes": pbytes}),
                (req + copy_s, "counter", {"action_id": 0, "name": "bytes_moved_inter_broker", "value": pbytes,
                                           "broker": 3})]
@@ -228,7 +235,8 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
         "provenance": {"date": None, "machine": None, "git": {"commit": None, "dirty": None}, "versions": None,
                        "links_emulated": False},
         "params": {"prefill_bytes_per_partition": cfg.prefill_bytes,
-                   "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s, "brokers": 3},
+                   "message_bytes": cfg.message_bytes, "produce_rate_msgs_per_s": cfg.rate_msgs_per_s, "brokers": 3,
+                   "partitions": cfg.partitions},
         "checks": checks, "moves": moves, "producer": {"sent": int(cfg.rate_msgs_per_s * cfg.duration_s)},
     }
     bandwidth_param = profile(cfg.system).bandwidth_param

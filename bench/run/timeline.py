@@ -12,6 +12,7 @@ handler in :data:`HANDLERS` here; a new fault also gets its recovery action in
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -148,51 +149,130 @@ def move(run: Any, i: int, a: Action, t_zero: float) -> None:
         run.event(EVENT_ACTION_END, {**base, "ok": True, "partitions": 0})
         run.windows.end(i, time.time())
         return
-    from kafka.structs import TopicPartition
-
-    res = run.admin().alter_partition_reassignments(
-        {TopicPartition(t, p): to for t, p, to in plan}, timeout_ms=30000)
-    errors = {f"{tp.topic}-{tp.partition}": (e.__name__ if isinstance(e, type) else str(e))
-              for tp, e in res.items() if e is not None}
-    accepted = [(t, p, to) for t, p, to in plan if f"{t}-{p}" not in errors]
-    run.event(EVENT_REASSIGN_REQUESTED, {**base, "accepted": len(accepted), "errors": errors,
-                                         "request_seconds": time.time() - start})
+    run.state.moving[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ()) for t, p, to in plan}
+    sched = MoveScheduler([(t, p, to, list(md.get((t, p), {}).get("replicas") or ())) for t, p, to in plan],
+                          a.concurrency)
+    errors: dict[str, str] = {}
+    accepted: list = []
+    while not accepted and not sched.idle():  # a batch wholly rejected frees its slots for the next
+        accepted, errs = _submit(run, i, a, sched, start)
+        errors.update(errs)
     if not accepted:
         st.status, st.ended, st.detail = "failed", time.time(), f"rejected: {errors}"
+        run.state.moving.pop(i, None)
         run.event(EVENT_ACTION_END, {**base, "ok": False, "errors": errors})
         run.windows.end(i, time.time())
         return
-    st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "")
-    run.state.moving[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ())
-                                      for t, p, to in accepted}
-    run.thread(watch_moves, f"watch-{i}", run, i, a, accepted, errors, t_zero)
+    st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "") + (
+        f", {sched.queued()} queued" if sched.queued() else "")
+    run.thread(watch_moves, f"watch-{i}", run, i, a, sched, errors, t_zero)
 
 
-def watch_moves(run: Any, i: int, a: Action, plan: list[tuple[str, int, list[int]]], errors: dict,
-                t_zero: float) -> None:
-    """A move is done when the client sees the target replica set with a leader in it."""
+class MoveScheduler:
+    """Which moves of a plan are in flight. ``concurrency`` = Cruise Control's
+    ``num.concurrent.partition.movements.per.broker``: at most that many moves in flight per broker,
+    counting every broker a move adds or removes a replica on (its sources and targets). Moves start
+    in plan order; one that does not fit waits while later ones that fit go (Cruise Control's
+    executor does the same). None = the whole plan at once (one request)."""
+
+    def __init__(self, plan: list[tuple[str, int, list[int], list[int]]], concurrency: int | None) -> None:
+        self.concurrency = concurrency
+        self.waiting = list(plan)  # (topic, partition, to, from)
+        self.inflight: dict[tuple[str, int], tuple[list[int], set[int]]] = {}
+        self.load: dict[int, int] = {}
+
+    @staticmethod
+    def involved(to: list[int], src: list[int]) -> set[int]:
+        return set(to) ^ set(src)
+
+    def take(self) -> list[tuple[str, int, list[int]]]:
+        """The waiting moves that fit now (marked in flight)."""
+        out, keep = [], []
+        for t, p, to, src in self.waiting:
+            inv = self.involved(to, src)
+            if self.concurrency is None or all(self.load.get(b, 0) < self.concurrency for b in inv):
+                for b in inv:
+                    self.load[b] = self.load.get(b, 0) + 1
+                self.inflight[(t, p)] = (to, inv)
+                out.append((t, p, to))
+            else:
+                keep.append((t, p, to, src))
+        self.waiting = keep
+        return out
+
+    def finish(self, tp: tuple[str, int]) -> None:
+        """A move left flight (done or rejected): its brokers' slots are free again."""
+        _, inv = self.inflight.pop(tp)
+        for b in inv:
+            self.load[b] -= 1
+
+    def queued(self) -> int:
+        return len(self.waiting)
+
+    def idle(self) -> bool:
+        return not self.waiting and not self.inflight
+
+
+def _submit(run: Any, i: int, a: Action, sched: MoveScheduler, start: float,
+            ) -> tuple[list[tuple[str, int, list[int]]], dict[str, str]]:
+    """One AlterPartitionReassignments for the waiting moves that fit now; records
+    reassign_requested (with the partitions it carried, so queued moves' submit times are in the
+    history). Rejected moves leave flight at once."""
+    batch = sched.take()
+    if not batch:
+        return [], {}
+    from kafka.structs import TopicPartition
+
+    t0 = time.time()
+    with _ADMIN_LOCK:  # kafka-python's admin client is not thread-safe; watchers submit too
+        res = run.admin().alter_partition_reassignments(
+            {TopicPartition(t, p): to for t, p, to in batch}, timeout_ms=30000)
+    errors = {f"{tp.topic}-{tp.partition}": (e.__name__ if isinstance(e, type) else str(e))
+              for tp, e in res.items() if e is not None}
+    accepted = [(t, p, to) for t, p, to in batch if f"{t}-{p}" not in errors]
+    for t, p, _ in batch:
+        if f"{t}-{p}" in errors:
+            sched.finish((t, p))
+    run.event(EVENT_REASSIGN_REQUESTED, {**_base(i, a), "accepted": len(accepted), "errors": errors,
+                                         "request_seconds": time.time() - t0,
+                                         "submitted_after_s": t0 - start,
+                                         "partitions": _tps([(t, p) for t, p, _ in batch])}, ts=t0)
+    return accepted, errors
+
+
+_ADMIN_LOCK = threading.Lock()
+
+
+def watch_moves(run: Any, i: int, a: Action, sched: MoveScheduler, errors: dict, t_zero: float) -> None:
+    """A move is done when the client sees the target replica set with a leader in it; with a
+    concurrency limit its slots then go to the next waiting moves."""
     st = run.state.actions[i]
     deadline = t_zero + run.sc.workload.duration_s + MOVE_GRACE_S
-    pending = {(t, p): to for t, p, to in plan}
-    while pending and time.time() < deadline and not run.state.stop.is_set():
+    start = st.started or time.time()
+    total = len(sched.inflight) + sched.queued()
+    while not sched.idle() and time.time() < deadline and not run.state.stop.is_set():
         md = run.state.metadata_snapshot()
-        for tp, to in list(pending.items()):
+        for tp, (to, _) in list(sched.inflight.items()):
             m = md.get(tp)
             if m and set(m["replicas"]) == set(to) and m["leader"] in to:
-                del pending[tp]
+                sched.finish(tp)
                 run.event(EVENT_MOVE_OBSERVED, {"action_id": i, "topic": tp[0], "partition": tp[1],
                                                 "leader": m["leader"], "replicas": m["replicas"]},
                           topic=tp[0], partition=tp[1])
-        st.detail = f"{len(plan) - len(pending)}/{len(plan)} moved"
+        if sched.queued():
+            errors.update(_submit(run, i, a, sched, start)[1])
+        pending = len(sched.inflight) + sched.queued()
+        st.detail = f"{total - pending}/{total} moved" + (f" ({sched.queued()} queued)" if sched.queued() else "")
         time.sleep(POLL_INTERVAL_S)
     now = time.time()
     run.windows.end(i, now)
     run.state.moving.pop(i, None)
-    ok = not pending and not errors
-    st.status = "done" if not pending else "timed out"
+    unfinished = sorted(sched.inflight) + [(t, p) for t, p, _, _ in sched.waiting]
+    ok = not unfinished and not errors
+    st.status = "done" if not unfinished else "timed out"
     st.ended = now
-    run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": ok, "completed": not pending,
-                                 "unfinished": [f"{t}-{p}" for t, p in pending], "errors": errors,
+    run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": ok, "completed": not unfinished,
+                                 "unfinished": [f"{t}-{p}" for t, p in unfinished], "errors": errors,
                                  "seconds": now - (st.started or now)})
 
 

@@ -1,0 +1,354 @@
+"""The TB-scale projection on Spark: validated move models over the grid users care about, and
+whole-cluster rebalances simulated the way Cruise Control executes them.
+
+Inputs: the fitted :class:`~bench.analysis.model.MoveModel` of each system and its held-out
+validation entries (:func:`bench.analysis.model.validate`, plus the rebalance checks). Outputs:
+
+* ``projection_grid``: every (system, partition size, link, ingest, throttle policy or upload
+  threshold) point: move seconds and bytes moved (Spark computes it column-wise; written as a
+  Parquet folder by Spark).
+* ``rebalance``: one row per simulated cluster (brokers, data, link, concurrency, system): time to
+  rebalance, bytes moved, producer-seconds above their latency target
+  (:func:`bench.analysis.rebalance.simulate`, run inside Spark tasks).
+* ``projection``: the readable subset for summary.md and the report, and ``headline``: the AutoMQ
+  article's example (a partition ingesting 100 MB/s, 8.2 TB a day) and one cluster-scale rebalance,
+  at 1 and 10 Gbit/s, each with the validation errors it rests on. An entry whose model failed or
+  lacks a validation says "not validated" and why, and carries no number.
+
+1 Gbit/s = 125,000,000 bytes/s; sizes are decimal (1 TB = 10^12 bytes).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.analysis import model as mdl
+from bench.units import format_bytes
+from systems.registry import PROFILES
+
+MiB = 2**20
+GRID_SIZES = tuple(float(x) for x in np.geomspace(1e9, 1e13, 201))  # 1 GB .. 10 TB
+GRID_LINKS_GBIT = (1.0, 10.0, 25.0)
+GRID_INGEST = tuple(float(x) for x in np.geomspace(1e6, 1e8, 41))  # 1 .. 100 MB/s
+THROTTLE_POLICIES = ((0.25, "25% of the link"), (0.5, "50% of the link"), (1.0, "the whole link"))
+UPLOAD_THRESHOLDS = (64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1024 * MiB)
+UPLOAD_INTERVAL_S = 10.0  # the shared system's wal.upload.interval.ms default
+OBJECT_BYTES = 8 * MiB  # the shared system's s3.upload.part.bytes: one object per 8 MiB uploaded (no compaction)
+
+# The headline (the AutoMQ article's example and one cluster rebalance).
+HEADLINE_LINKS_GBIT = (1.0, 10.0)
+ARTICLE_INGEST = 100e6  # 100 MB/s into one partition ...
+ARTICLE_BYTES = 8.2e12  # ... is about 8.2 TB after a day (the article's figure)
+ARTICLE_THRESHOLD = 512 * MiB  # AutoMQ's reassignment template: s3.wal.upload.threshold=512MiB
+ARTICLE_THROTTLE = (1.0, "the whole link")  # copy at its best: no throttle below the link
+CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000, "rf_copy": 3,
+           "ingest_per_partition": 1e6, "concurrency": 5, "throttle": 0.5}
+CLUSTER_TITLE = ("Scale-out of a 100-broker cluster holding 1 PB (10,000 partitions, 1 MB/s each) by 10 brokers, "
+                 "5 concurrent moves per broker (Cruise Control's default)")
+# The simulated clusters: 10 to 500 brokers, up to 1 PB.
+SIM_BROKERS = (10, 50, 100, 250, 500)
+SIM_TOTAL_BYTES = (1e13, 1e14, 1e15)
+SIM_CONCURRENCY = (1, 5)
+SIM_MEAN_PARTITION_BYTES = 1e11  # 100 GB partitions: 1 PB = 10,000 partitions
+NO_RUNS_VARY = {
+    "size": "no measured configuration varies the partition size: `make bench` runs four",
+    "throttle": "no measured configuration varies the throttle: run `python -m bench run sweep`",
+    "ingest": "no measured configuration varies the ingest rate: run `python -m bench run sweep`",
+    "rebalance": "no measured multi-partition drain or scale-out: run `python -m bench run drain`",
+}
+REQUIRED_AXES = {mdl.COPY_MODEL: (("size",), ("throttle", "link"), ("ingest",)), mdl.HANDOVER_MODEL: (("size",),)}
+
+
+@dataclass
+class Validity:
+    """Whether a system's model may project, the largest held-out |error| it rests on, and why not."""
+
+    validated: bool
+    error_pct: float | None
+    axes: list[str]
+    reason: str | None
+
+
+def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[str, ...] = ()) -> Validity:
+    """Every required axis (copy: size, throttle or link, ingest; handover: size; plus ``extra_axes``)
+    must have at least one ``ok`` held-out check and none ``failed``."""
+    fam = mdl.family(system)
+    groups = list(REQUIRED_AXES.get(fam or "", (("size",),))) + [(a,) for a in extra_axes]
+    errs, axes, missing, failed = [], [], [], []
+    for group in groups:
+        entries = [v for v in validation if v["system"] == system and v["axis"] in group]
+        bad = [v for v in entries if v["status"] == "failed"]
+        good = [v for v in entries if v["status"] == "ok"]
+        if bad:
+            worst = max(bad, key=lambda v: abs(v["error_pct"]) if v["error_pct"] is not None else math.inf)
+            failed.append(f"held-out {worst['axis']} {worst.get('label') or ''} error "
+                          f"{worst['error_pct']:+.1f} % beyond ±{worst['target_pct']:g} %")
+        elif not good:
+            why = next((v["reason"] for v in entries if v.get("reason")), None) or NO_RUNS_VARY.get(group[0])
+            missing.append(f"no passing held-out {' or '.join(group)} check ({why})")
+        else:
+            axes.extend(sorted({v["axis"] for v in good}))
+            errs.extend(abs(v["error_pct"]) for v in good)
+    if failed or missing:
+        reason = "; ".join(failed + missing)
+        return Validity(False, None, axes, reason)
+    return Validity(True, max(errs) if errs else None, axes, None)
+
+
+# --------------------------------------------------------------------------------------------
+# The grid
+
+
+def _grid_params(m: mdl.MoveModel) -> dict[str, float]:
+    return {"c": m.fixed_s, "e": m.efficiency, "b": m.open_per_object_s}
+
+
+def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = None) -> dict[str, Any]:
+    """Evaluate every model over the grid with Spark column expressions. Returns ``{points, seconds,
+    by_system}`` and writes ``out/projection_grid`` (Parquet) when ``out`` is given."""
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    sizes = spark.createDataFrame([(s,) for s in GRID_SIZES], "partition_bytes double")
+    links = spark.createDataFrame([(g, g * mdl.GBIT_BYTES_PER_S) for g in GRID_LINKS_GBIT],
+                                  "link_gbit_s double, link_bytes_per_s double")
+    ingest = spark.createDataFrame([(r,) for r in GRID_INGEST], "ingest_bytes_per_s double")
+    frames = []
+    for system, m in models.items():
+        p = _grid_params(m)
+        base = sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
+        if m.family == mdl.COPY_MODEL:
+            pol = spark.createDataFrame([(s, lbl) for s, lbl in THROTTLE_POLICIES], "throttle_share double, policy string")
+            df = base.crossJoin(pol).withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") * F.col("throttle_share"))
+            net = F.lit(p["e"]) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
+            df = (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))
+                  .withColumn("move_seconds", F.when(net > 0, F.lit(p["c"]) + F.col("partition_bytes") / net))
+                  .withColumn("bytes_moved", F.when(net > 0, F.col("partition_bytes") + F.col("ingest_bytes_per_s")
+                                                    * (F.col("move_seconds") - F.lit(p["c"]))))
+                  .withColumn("tail_bytes", F.lit(None).cast("double"))
+                  .withColumn("objects", F.lit(None).cast("double")))
+        else:
+            thr = spark.createDataFrame([(float(t), f"upload threshold {format_bytes(t)}") for t in UPLOAD_THRESHOLDS],
+                                        "upload_threshold_bytes double, policy string")
+            tail = F.least(F.col("upload_threshold_bytes"), F.col("ingest_bytes_per_s") * F.lit(UPLOAD_INTERVAL_S))
+            objects = F.ceil(F.col("partition_bytes") / F.lit(float(OBJECT_BYTES))).cast("double")
+            df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
+                  .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s"))
+                  .withColumn("tail_bytes", tail).withColumn("objects", objects)
+                  .withColumn("move_seconds", F.lit(p["c"]) + F.col("tail_bytes") / (F.lit(p["e"]) * F.col("cap_bytes_per_s"))
+                              + F.lit(p["b"]) * F.col("objects"))
+                  .withColumn("bytes_moved", F.col("tail_bytes")))
+        frames.append(df.select("system", "partition_bytes", "link_gbit_s", "ingest_bytes_per_s", "policy",
+                                "throttle_share", "upload_threshold_bytes", "cap_bytes_per_s", "tail_bytes", "objects",
+                                "move_seconds", "bytes_moved"))
+    if not frames:
+        return {"points": 0, "seconds": time.perf_counter() - t0, "by_system": {}}
+    grid = frames[0]
+    for f in frames[1:]:
+        grid = grid.unionByName(f)
+    grid = grid.withColumn("never", F.col("move_seconds").isNull())
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        grid.coalesce(1).write.mode("overwrite").parquet(str(out / "projection_grid"))
+        stats = spark.read.parquet(str(out / "projection_grid"))
+    else:
+        stats = grid
+    rows = stats.groupBy("system").agg(F.count(F.lit(1)).alias("points"), F.sum(F.col("never").cast("int")).alias("never"),
+                                       F.max("move_seconds").alias("max_s"), F.min("move_seconds").alias("min_s")).collect()
+    by_system = {r["system"]: {"points": r["points"], "never": r["never"], "min_s": r["min_s"], "max_s": r["max_s"]}
+                 for r in rows}
+    return {"points": sum(v["points"] for v in by_system.values()), "seconds": time.perf_counter() - t0,
+            "by_system": by_system}
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster rebalances
+
+
+def cluster_configs(models: dict[str, mdl.MoveModel], handover_s: dict[str, float] | None = None
+                    ) -> list[dict[str, Any]]:
+    """The simulated clusters (one row each): every system x brokers x data x link x concurrency,
+    scale-out by 10 % of the brokers, copy throttled to 50 % of the link, shared at a 512 MiB
+    upload threshold. Plus the headline cluster. ``handover_s``: each system's measured median
+    unavailability of a moved partition (what its producers wait at the switch)."""
+    rows = []
+    for system, m in models.items():
+        for brokers in SIM_BROKERS:
+            for total in SIM_TOTAL_BYTES:
+                for gbit in GRID_LINKS_GBIT:
+                    for conc in SIM_CONCURRENCY:
+                        rows.append(_cluster_row(system, m, brokers, max(1, brokers // 10), total,
+                                                 max(brokers, int(round(total / SIM_MEAN_PARTITION_BYTES))), gbit, conc))
+        for gbit in HEADLINE_LINKS_GBIT:
+            c = CLUSTER
+            rows.append({**_cluster_row(system, m, c["brokers"], c["add"], c["total_bytes"], c["partitions"], gbit,
+                                        c["concurrency"]), "headline": True})
+    for r in rows:
+        r["handover_s"] = (handover_s or {}).get(r["system"], 0.0)
+    return rows
+
+
+def _cluster_row(system: str, m: mdl.MoveModel, brokers: int, add: int, total: float, partitions: int, gbit: float,
+                 conc: int) -> dict[str, Any]:
+    copy = m.family == mdl.COPY_MODEL
+    link = gbit * mdl.GBIT_BYTES_PER_S
+    return {"system": system, "family": m.family, "brokers": brokers, "add": add, "total_bytes": total,
+            "partitions": partitions, "rf": CLUSTER["rf_copy"] if copy else 1, "link_gbit_s": gbit,
+            "concurrency": conc, "ingest_per_partition": CLUSTER["ingest_per_partition"],
+            "throttle_share": CLUSTER["throttle"] if copy else None,
+            "upload_threshold_bytes": float(ARTICLE_THRESHOLD) if not copy else None,
+            "cap_bytes_per_s": m.efficiency * link * (CLUSTER["throttle"] if copy else 1.0),
+            "fixed_s": m.fixed_s, "open_per_object_s": m.open_per_object_s, "headline": False}
+
+
+def simulate_cluster(cfg: dict[str, Any]) -> dict[str, Any]:
+    """One cluster row -> its simulated rebalance (runs inside a Spark task)."""
+    try:
+        from bench.analysis import rebalance as rb
+    except ImportError:  # on a cluster's executors, shipped as a single file
+        import rebalance as rb  # type: ignore[no-redef]
+    from dataclasses import replace
+
+    t0 = time.perf_counter()
+    copy = cfg["family"] == mdl.COPY_MODEL
+    sizes = rb.partition_sizes(cfg["total_bytes"] / cfg["rf"], cfg["partitions"], seed=7)
+    ingest = cfg["ingest_per_partition"]
+    tail = min(cfg["upload_threshold_bytes"] or 0.0, ingest * UPLOAD_INTERVAL_S)
+    parts = [(f"p{i}", b if copy else tail, ingest) for i, b in enumerate(sizes)]
+    moves = rb.plan_scale_out(cfg["brokers"], cfg["add"], parts, cfg["rf"], seed=7, family=cfg["family"],
+                              fixed_s=cfg["fixed_s"])
+    if not copy:  # opening a partition walks its objects: the per-object cost by its size
+        size_of = {f"p{i}": b for i, b in enumerate(sizes)}
+        moves = [replace(m, fixed_s=cfg["fixed_s"] + cfg["open_per_object_s"] * math.ceil(size_of[m.key] / OBJECT_BYTES))
+                 for m in moves]
+    per_broker = cfg["partitions"] / cfg["brokers"]
+    brokers = range(1, cfg["brokers"] + 1)
+    res = rb.simulate(moves, cfg["cap_bytes_per_s"], cfg["cap_bytes_per_s"] if copy else None, cfg["concurrency"],
+                      sharing="fifo",  # a Kafka-style quota serves whoever fetches first (rebalance.py)
+                      handover_s=cfg.get("handover_s") or 0.0, link=cfg["link_gbit_s"] * mdl.GBIT_BYTES_PER_S,
+                      ingest_by_broker={b: per_broker * ingest * cfg["rf"] for b in brokers},
+                      leaders_by_broker={b: per_broker for b in brokers})
+    return {**cfg, "moves": len(moves), "rebalance_seconds": res.seconds, "bytes_moved": res.bytes_moved,
+            "never": len(res.never), "producer_seconds_above_target": res.producer_seconds_above_target,
+            "sim_seconds": time.perf_counter() - t0}
+
+
+def simulate_clusters(spark, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every cluster row simulated in Spark tasks (one row per task slot, spread evenly)."""
+    if not configs:
+        return []
+    sc = spark.sparkContext
+    if not sc.master.startswith("local"):  # executors elsewhere need the simulator's one file
+        sc.addPyFile(str(Path(__file__).with_name("rebalance.py")))
+    n = max(1, min(len(configs), sc.defaultParallelism * 4))
+    return sc.parallelize(configs, n).map(simulate_cluster).collect()
+
+
+# --------------------------------------------------------------------------------------------
+# The readable subset and the headline
+
+
+TABLE_SIZES = (("1 GB", 1e9), ("100 GB", 1e11), ("1 TB", 1e12), ("8.2 TB", ARTICLE_BYTES))
+
+
+def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity]) -> list[dict[str, Any]]:
+    """The projection table of summary.md and the report: the article's partition (100 MB/s ingest)
+    at every table size and headline link; copy with the whole link, shared at 512 MiB uploads."""
+    rows = []
+    for system, m in models.items():
+        v = valid[system]
+        for gbit in HEADLINE_LINKS_GBIT:
+            for label, size in TABLE_SIZES:
+                rows.append(_partition_case(system, m, v, gbit, size, label))
+    return rows
+
+
+def _partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str) -> dict[str, Any]:
+    link = gbit * mdl.GBIT_BYTES_PER_S
+    if m.family == mdl.COPY_MODEL:
+        cap = link * ARTICLE_THROTTLE[0]
+        t, se = m.predict_with_se(size, cap, ARTICLE_INGEST)
+        moved = m.bytes_moved(size, t, ARTICLE_INGEST) if math.isfinite(t) else None
+        basis = (f"{m.formula()}; B = {label}, r = {ARTICLE_INGEST / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
+                 f"({cap / 1e6:,.0f} MB/s)")
+    else:
+        tail = mdl.tail_bytes(ARTICLE_INGEST, ARTICLE_THRESHOLD, UPLOAD_INTERVAL_S)
+        n = math.ceil(size / OBJECT_BYTES)
+        t, se = m.predict_with_se(size, link, 0.0, tail, n)
+        moved = tail
+        measured = (f"open cost measured up to {mdl.fmt_count(m.open_objects_max)} objects"
+                    if m.open_objects_max else "open cost per object not measured")
+        basis = (f"{m.formula()}; tail = min({format_bytes(ARTICLE_THRESHOLD)} upload threshold, r x "
+                 f"{UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(tail)}, L = {link / 1e6:,.0f} MB/s, "
+                 f"objects = {n:,} of 8 MiB ({measured})")
+    return {"system": system, "link_gbit_s": gbit, "link_bytes_per_s": link, "size_label": label,
+            "partition_bytes": size, "ingest_bytes_per_s": ARTICLE_INGEST,
+            "move_seconds": t if v.validated and math.isfinite(t) else None,
+            "move_seconds_se": se if v.validated else None,
+            "move_time": mdl.human_seconds(t) if v.validated else "not validated",
+            "never": v.validated and not math.isfinite(t),
+            "bytes_moved": moved if v.validated else None, "validated": v.validated,
+            "error_pct": v.error_pct, "reason": v.reason, "basis": basis, "based_on_runs": ",".join(m.runs)}
+
+
+def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims: list[dict[str, Any]],
+             sim_valid: dict[str, Validity]) -> list[dict[str, Any]]:
+    """The report's headline entries (schema in bench/analysis/report.py)."""
+    out = []
+    for system, m in models.items():
+        label = PROFILES[system].label if system in PROFILES else system
+        v = valid[system]
+        for gbit in HEADLINE_LINKS_GBIT:
+            p = _partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB")
+            value = p["move_seconds"]
+            out.append({"case": "partition", "title": "One partition ingesting 100 MB/s: one day is 8.2 TB",
+                        "system": system, "system_label": label, "link_gbit_s": gbit,
+                        "status": "validated" if v.validated else "not validated",
+                        "value_s": value if v.validated else None,
+                        "value_text": (("never (ingest outruns the copy)" if p["never"] else mdl.human_seconds(value))
+                                       if v.validated else None),
+                        "bytes_moved": p["bytes_moved"], "error_pct": v.error_pct, "validations": v.axes,
+                        "reason": v.reason, "basis": p["basis"]})
+        sv = sim_valid.get(system) or Validity(False, None, [], "no simulated cluster")
+        for gbit in HEADLINE_LINKS_GBIT:
+            s = next((x for x in sims if x["system"] == system and x.get("headline") and x["link_gbit_s"] == gbit), None)
+            ok = sv.validated and s is not None
+            secs = s["rebalance_seconds"] if s else None
+            out.append({"case": "cluster", "title": CLUSTER_TITLE, "system": system, "system_label": label,
+                        "link_gbit_s": gbit, "status": "validated" if ok else "not validated",
+                        "value_s": secs if ok and secs is not None and math.isfinite(secs) else None,
+                        "value_text": (mdl.human_seconds(secs) if secs is not None and math.isfinite(secs)
+                                       else "never (ingest outruns the copy)") if ok else None,
+                        "bytes_moved": s["bytes_moved"] if ok else None,
+                        "error_pct": sv.error_pct, "validations": sv.axes,
+                        "reason": sv.reason if not sv.validated else (None if s else "not simulated"),
+                        "basis": (f"{s['moves']:,} moves simulated; {m.formula()}" if s else m.formula())})
+    return out
+
+
+def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]], out: Path | None = None,
+        handover_s: dict[str, float] | None = None) -> dict[str, Any]:
+    """The whole projection: -> {grid stats, rebalance rows, projection rows, headline, timings}."""
+    t0 = time.perf_counter()
+    valid = {s: validity(s, validation) for s in models}
+    sim_valid = {s: validity(s, validation, ("rebalance",)) for s in models}
+    grid = project_grid(spark, models, out)
+    t1 = time.perf_counter()
+    sims = simulate_clusters(spark, cluster_configs(models, handover_s))
+    t2 = time.perf_counter()
+    for r in sims:
+        r["validated"] = sim_valid[r["system"]].validated
+    return {"grid": grid, "rebalance": sims, "projection": table_rows(models, valid),
+            "headline": headline(models, valid, sims, sim_valid),
+            "validity": {s: vars(v) for s, v in valid.items()},
+            "timings_s": {"grid_s": t1 - t0, "clusters_s": t2 - t1, "total_s": t2 - t0}}
+
+
+__all__ = ["CLUSTER", "CLUSTER_TITLE", "GRID_INGEST", "GRID_LINKS_GBIT", "GRID_SIZES", "THROTTLE_POLICIES",
+           "UPLOAD_THRESHOLDS", "Validity", "cluster_configs", "headline", "project_grid", "run", "simulate_clusters",
+           "table_rows", "validity"]

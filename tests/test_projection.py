@@ -1,0 +1,85 @@
+"""bench/analysis/projection.py without Spark: what may be projected, and the headline's rule
+that a model without a passing held-out check shows "not validated" and never a number."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.analysis import model as mdl
+from bench.analysis import projection
+from tests.test_model import MiB, copy_pt, shared_pt
+
+
+def _copy(sizes=(1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB)):
+    pts = [copy_pt(s, key=f"{s}-{k}") for s in sizes for k in range(3)]
+    pts += [copy_pt(16 * MiB, th, rate, key=f"{th}-{rate}") for th in (2.5e6, 3.75e6, 6.25e6) for rate in (50, 100, 200)]
+    return pts
+
+
+def _sims(models):
+    return [{"system": s, "headline": True, "link_gbit_s": g, "rebalance_seconds": 1234.0, "bytes_moved": 1e14,
+             "moves": 900} for s in models for g in projection.HEADLINE_LINKS_GBIT]
+
+
+def test_a_validated_copy_model_projects_the_article_example():
+    pts = _copy()
+    m = mdl.fit_model(pts, "replication")
+    val = mdl.validate(pts, "replication")
+    v = projection.validity("replication", val)
+    assert v.validated and set(v.axes) == {"size", "throttle", "ingest"} and v.error_pct < 1e-3
+    rows = projection.table_rows({"replication": m}, {"replication": v})
+    r1 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 1.0)
+    r10 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 10.0)
+    # 100 MB/s of ingest against 0.85 x 125 MB/s: ~6 MB/s net; at 10 Gbit/s ~960 MB/s net
+    assert r1["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 125e6 - 100e6), rel=1e-3)
+    assert r10["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 1250e6 - 100e6), rel=1e-3)
+    assert r10["bytes_moved"] == pytest.approx(8.2e12 + 100e6 * (r10["move_seconds"] - 0.8), rel=1e-6)
+
+
+def test_ingest_beyond_the_copy_rate_never_finishes():
+    pts = _copy()
+    m = mdl.fit_model(pts, "replication")
+    v = projection.validity("replication", mdl.validate(pts, "replication"))
+    never = projection._partition_case("replication", m, v, 0.5, 8.2e12, "8.2 TB")  # 62.5 MB/s link
+    assert never["never"] and never["move_seconds"] is None and never["validated"]
+    h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}),
+                            {"replication": v})
+    assert all(x["status"] == "validated" and x["value_text"] for x in h)
+
+
+def test_a_broken_fit_of_one_size_is_not_validated_and_shows_no_number():
+    one = [copy_pt(8 * MiB, key=f"k{i}") for i in range(3)]
+    one += [copy_pt(8 * MiB, 4e6, key="t")]  # a second throttle: the model can be fitted, not validated
+    m = mdl.fit_model(one, "replication")
+    val = mdl.validate(one, "replication")
+    v = projection.validity("replication", val)
+    assert not v.validated and "size" in v.reason and v.error_pct is None
+    h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}), {"replication": v})
+    assert h and all(x["status"] == "not validated" and x["value_s"] is None and x["value_text"] is None
+                     and x["bytes_moved"] is None and x["reason"] for x in h)
+    rows = projection.table_rows({"replication": m}, {"replication": v})
+    assert all(r["move_seconds"] is None and r["move_time"] == "not validated" for r in rows)
+
+
+def test_a_failed_check_blocks_the_projection_with_its_error():
+    val = [{"system": "shared", "axis": "size", "status": "failed", "error_pct": 41.0, "target_pct": 30.0,
+            "label": "4 GiB", "reason": "|error| 41.0 % > 30 %"},
+           {"system": "shared", "axis": "size", "status": "ok", "error_pct": 3.0, "target_pct": 30.0, "label": "1 GiB"}]
+    v = projection.validity("shared", val)
+    assert not v.validated and "4 GiB" in v.reason and "+41.0 %" in v.reason
+
+
+def test_the_cluster_case_also_needs_a_passing_rebalance_check():
+    pts = [shared_pt(s, tail, objects=n) for s, tail, n in
+           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 9))]
+    m = mdl.fit_model(pts, "shared")
+    val = mdl.validate(pts, "shared")
+    v = projection.validity("shared", val)
+    sv = projection.validity("shared", val, ("rebalance",))
+    assert v.validated and not sv.validated and "rebalance" in sv.reason
+    h = projection.headline({"shared": m}, {"shared": v}, _sims({"shared": m}), {"shared": sv})
+    part = [x for x in h if x["case"] == "partition"]
+    clus = [x for x in h if x["case"] == "cluster"]
+    assert all(x["status"] == "validated" and math.isfinite(x["value_s"]) for x in part)
+    assert all(x["status"] == "not validated" and x["value_s"] is None for x in clus)
