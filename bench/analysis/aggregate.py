@@ -1288,11 +1288,13 @@ def rebalance_checks(runs: Sequence[Run], moves: list[dict[str, Any]], models: d
 
 
 def ack_lags(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
-    """Per system: the median leader change -> first ack over the moves its model rests on."""
+    """Per system: the median leader change -> first ack over every single-partition move the
+    models may fit on (the client's lag: its metadata refresh and, for a target it has no
+    connection to, the connect; the same for any partition size)."""
     out = {}
-    for system, m in models.items():
-        keys = set(m.runs)
-        xs = [x["first_ack_ts"] - x["leader_change_ts"] for x in moves if x["run_key"] in keys
+    for system in models:
+        xs = [x["first_ack_ts"] - x["leader_change_ts"] for x in moves if x["system"] == system
+              and x["action"] in FIT_ACTIONS and (x["partitions_in_action"] or 1) == 1
               and x["first_ack_ts"] is not None and x["leader_change_ts"] is not None]
         if xs:
             out[system] = max(0.0, statistics.median(xs))

@@ -17,9 +17,10 @@ journal record                            history event(s)
                                           direction ``reassign_out`` becomes
                                           ``bytes_sent_inter_broker`` so a copy is not counted twice
 ``bytes_moved`` kind objstore             ``counter bytes_moved_objstore``
-``meaning.phase_events``                  ``move_phase`` ``<prefix>.<name>`` per ``<name>_ms`` field,
-                                          and ``counter bytes_moved_objstore`` for the bytes named
-                                          by ``meaning.phase_bytes``
+``meaning.phase_events``                  ``move_phase`` ``<prefix>.<name>`` per ``<name>_ms`` field
+                                          (with ``objects`` from ``meaning.phase_objects``), and
+                                          ``counter bytes_moved_objstore`` for the bytes named by
+                                          ``meaning.phase_bytes``
 ``meaning.background_counters``           ``counter <name>`` (not a move's cost)
 ``move_phase``                            ``move_phase`` (as is)
 anything else                             kept as is (same event name, fields in detail)
@@ -142,6 +143,8 @@ def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = 
                 if k in meaning.phase_bytes:
                     extra["bytes"] = rec.get(meaning.phase_bytes[k]) or 0
                     moved += extra["bytes"] if isinstance(extra["bytes"], (int, float)) else 0
+                if k in meaning.phase_objects and isinstance(rec.get(meaning.phase_objects[k]), int):
+                    extra["objects"] = rec[meaning.phase_objects[k]]
                 out.append(row(EVENT_MOVE_PHASE, **extra))
         if moved > 0:
             out.append(counter(COUNTER_OBJSTORE, moved))

@@ -30,6 +30,7 @@ from workloads.messages import PREFILL_HEADER, parse_headers
 
 PREFILL_RECORD_BYTES = 64 * 1024
 PREFILL_BATCH_BYTES = 1_000_000  # the producer's batch.size: big batches, a fast prefill
+PREFILL_MIN_BYTES_PER_S = 4e6  # bound of a prefill: 300 s + its bytes at this rate
 
 
 class LoadError(RuntimeError):
@@ -42,13 +43,16 @@ class LoadError(RuntimeError):
 
 def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int, *,
             record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
-            timeout_s: float = 300.0) -> dict[tuple[str, int], dict]:
+            timeout_s: float | None = None) -> dict[tuple[str, int], dict]:
     """Write ``bytes_per_partition`` value bytes into each (topic, partition). Returns per
     partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed
-    record or if it does not finish within ``timeout_s``."""
+    record or if it does not finish within ``timeout_s`` (default: 300 s plus the bytes at
+    ``PREFILL_MIN_BYTES_PER_S``, so GiB prefills stay bounded without failing)."""
     from confluent_kafka import Producer
 
     tps = list(tps)
+    if timeout_s is None:
+        timeout_s = 300.0 + len(tps) * bytes_per_partition / PREFILL_MIN_BYTES_PER_S
     out = {tp: {"bytes": 0, "messages": 0, "first_offset": None, "last_offset": None} for tp in tps}
     if bytes_per_partition <= 0 or not tps:
         return out

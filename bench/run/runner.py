@@ -33,6 +33,7 @@ its PID. Every wait is bounded.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -66,6 +67,7 @@ from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
 from bench.run import observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.load import prefill, verify
+from bench.run.network import rate_bits
 from bench.run.progress import Progress
 from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
 from bench.run.state import RunState
@@ -74,6 +76,7 @@ from bench.run.timeline import MOVE_GRACE_S, run_timeline
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = ROOT / "results"
 
+VERIFY_MIN_BYTES_PER_S = 4e6  # the verifying consumer's bound: 120 s + the partitions' bytes at this rate
 DRAIN_S = 20.0  # load process: wait this long for outstanding acks after the load
 
 log = logging.getLogger("bench.run.runner")
@@ -249,17 +252,18 @@ class Run:
             self._notify()
             tps = [(t, p) for t, p in sc.partitions() if t in sc.prefill_topics()]
             t0 = time.time()
-            res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
-                          batch_bytes=sc.prefill.batch_bytes)
-            for (t, p), r in res.items():
-                self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
-                           topic=t, partition=p)
-            # The prefill is acked by leaders; the load starts with every replica in sync, so
-            # followers catching up on the prefill neither delay acks=all nor overlap a move.
-            st.phase = "prefill: followers in sync"
-            self._notify()
-            self._wait_partitions(lambda m: set(m["isr"]) == set(m["replicas"]), 180.0,
-                                  "replicas not in sync after the prefill")
+            with self._fast_links():
+                res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
+                              batch_bytes=sc.prefill.batch_bytes)
+                for (t, p), r in res.items():
+                    self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
+                               topic=t, partition=p)
+                # The prefill is acked by leaders; the load starts with every replica in sync, so
+                # followers catching up on the prefill neither delay acks=all nor overlap a move.
+                st.phase = "prefill: followers in sync"
+                self._notify()
+                self._wait_partitions(lambda m: set(m["isr"]) == set(m["replicas"]), 180.0,
+                                      "replicas not in sync after the prefill")
         st.phase = "load"
         self._notify()
         self._start_load()
@@ -289,12 +293,53 @@ class Run:
         st.phase = "verify"
         self._notify()
         tps = sc.partitions()
-        res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=120.0, group=f"verify-{self.run_id}"[:200])
+        # Bounded; the whole partition is read back, so the bound grows with the prefill.
+        timeout = 120.0 + len(tps) * sc.prefill.bytes_per_partition / VERIFY_MIN_BYTES_PER_S
+        with self._fast_links(settle=False):  # the cluster stops after it
+            res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
+                         group=f"verify-{self.run_id}"[:200])
         for (t, p), r in res.items():
             self.event(EVENT_VERIFY, {"topic": t, "partition": p, **r}, topic=t, partition=p)
         st.verify = {f"{t}-{p}": r for (t, p), r in res.items()}
         st.phase = "stopping"
         self._notify()
+
+    @contextlib.contextmanager
+    def _fast_links(self, settle: bool = True):
+        """Prefill and verify lie outside the measurement: the nodes' links run at the client
+        link's rate meanwhile (a shared broker's 100mbit link carries each prefill byte twice, to
+        its WAL and in the upload: 6 MB/s), and are back at their own rates before the load."""
+        net = self.cluster.network if self.cluster is not None else None
+        fast = self.sc.network.client_link_rate
+        saved = {}
+        if net is not None and fast is not None:
+            saved = {n: r for n, r in net.rates.items() if rate_bits(r) < rate_bits(fast)}
+        try:
+            for n in saved:
+                self.cluster.set_link_rate(n, fast)
+            yield
+            if saved and settle:
+                self._wait_links_quiet(saved)
+        finally:
+            for n, r in saved.items():
+                self.cluster.set_link_rate(n, r)
+
+    def _wait_links_quiet(self, slow: dict[str, str], timeout_s: float = 180.0) -> None:
+        """Until what the prefill left in flight (a shared broker's upload backlog) has drained:
+        every link about to slow down carries under a tenth of its slow rate for 2 s running.
+        Slowing a link under a full backlog starves its heartbeats (the broker gets fenced)."""
+        net = self.cluster.network
+        prev, quiet = observe.link_bytes(net), 0
+        deadline = time.time() + timeout_s
+        while quiet < 2 and time.time() < deadline and not self.state.stop.is_set():
+            time.sleep(1.0)
+            now = observe.link_bytes(net)
+            busy = [n for n, r in slow.items() if n in now and n in prev
+                    and max(now[n][0] - prev[n][0], now[n][1] - prev[n][1]) > rate_bits(r) / 8 / 10]
+            quiet = 0 if busy else quiet + 1
+            prev = now
+        if quiet < 2:
+            log.warning("links still busy after %.0fs; slowing them anyway", timeout_s)
 
     # -- cluster setup -----------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class JournalMeaning:
       `<prefix>.<name>`.
     - `phase_bytes`: `<name>_ms` field -> the field with the bytes that phase moved to or from
       object storage (counted as the move's object-store bytes).
+    - `phase_objects`: `<name>_ms` field -> the field with the number of stream objects that phase
+      walked (the open's object list); the phase's history row gets it as `objects`, the `n` of
+      the move model's open(n_objects) term.
     - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
     """
 
@@ -61,6 +64,7 @@ class JournalMeaning:
     request_phase: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     phase_events: Mapping[str, str] = field(default_factory=dict)
     phase_bytes: Mapping[str, str] = field(default_factory=dict)
+    phase_objects: Mapping[str, str] = field(default_factory=dict)
     background_counters: Mapping[str, str] = field(default_factory=dict)
 
 

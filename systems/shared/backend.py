@@ -397,6 +397,7 @@ class SharedBackend(Backend):
                                 move_id=move.get("move_id"), **{"from": move.get("from")}, to=self.broker.id,
                                 open_ms=_ms(t0, t_open), replay_ms=_ms(t_open, t1), recovery=mode,
                                 replay_bytes=replay_bytes, end_offset=data["end"], leader_epoch=p.leader_epoch,
+                                data_objects=len(data["ranges"]),  # every range the open got and indexed
                                 stream_epoch=p.data_epoch, producer_ids=sorted(producers.producers))
 
     def _last_move(self, p) -> dict:
@@ -474,6 +475,7 @@ class SharedBackend(Backend):
                                     wal_wait_ms=_ms(t0, t_wal), meta_persist_ms=_ms(t_wal, t_meta),
                                     force_upload_ms=_ms(t_meta, t_up), force_upload_bytes=forced,
                                     stream_close_ms=_ms(t_up, t_close), close_total_ms=_ms(t0, t_close),
+                                    data_objects=len(p.store.ranges),  # the close walks none of them
                                     end_offset=p.store.confirmed, elected=res.get("elected"))
             self.trim_wal()
         except _Fenced as e:
