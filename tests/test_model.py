@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -162,3 +163,20 @@ def test_a_family_without_a_model_is_refused(monkeypatch):
                                                               move_model="tiered"))
     with pytest.raises(ValueError, match="no move-time model for the 'tiered' family"):
         fit_model([MovePoint("tiered", "t", 1.0, 1e6, 1e6)], "tiered")
+
+
+def test_the_client_ack_lag_is_its_median_in_the_fixed_cost():
+    """Fitted on request -> leader change; leader change -> first ack (noisy) enters c as its median."""
+    rng = random.Random(4)
+    pts = []
+    for s in (1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB):
+        for k in range(3):
+            p = copy_pt(s, key=f"{s}-{k}")
+            lag = 0.2 + rng.choice((0.0, 0.1, 0.8))  # a reconnect now and then
+            pts.append(MovePoint(p.system, p.run_key, p.move_seconds + lag, p.partition_bytes, p.cap_bytes_per_s,
+                                 p.ingest_bytes_per_s, params=p.params, elect_seconds=p.move_seconds))
+    m = fit_model(pts, "replication")
+    lags = sorted(x.move_seconds - x.elect_seconds for x in pts)
+    assert m.efficiency == pytest.approx(0.85, rel=1e-4)  # the bytes' share is exact despite the lag noise
+    assert m.fixed_s == pytest.approx(0.8 + statistics.median(lags), rel=1e-4)
+    assert "ack lag" in " ".join(m.assumptions)

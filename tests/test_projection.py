@@ -71,8 +71,8 @@ def test_a_failed_check_blocks_the_projection_with_its_error():
 
 
 def test_the_cluster_case_also_needs_a_passing_rebalance_check():
-    pts = [shared_pt(s, tail, objects=n) for s, tail, n in
-           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 9))]
+    pts = [shared_pt(s, tail, objects=n, per_obj=2e-5) for s, tail, n in
+           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 20_000))]
     m = mdl.fit_model(pts, "shared")
     val = mdl.validate(pts, "shared")
     v = projection.validity("shared", val)
@@ -83,3 +83,15 @@ def test_the_cluster_case_also_needs_a_passing_rebalance_check():
     clus = [x for x in h if x["case"] == "cluster"]
     assert all(x["status"] == "validated" and math.isfinite(x["value_s"]) for x in part)
     assert all(x["status"] == "not validated" and x["value_s"] is None for x in clus)
+
+
+def test_a_shared_open_far_beyond_the_measured_objects_is_not_projected():
+    pts = [shared_pt(s, tail, objects=n, per_obj=2e-5) for s, tail, n in
+           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 1_000))]
+    m = mdl.fit_model(pts, "shared")
+    v = projection.validity("shared", mdl.validate(pts, "shared"))
+    assert v.validated
+    small = projection._partition_case("shared", m, v, 1.0, 1e9, "1 GB")  # 15 objects of 64 MiB
+    big = projection._partition_case("shared", m, v, 1.0, 8.2e12, "8.2 TB")  # 122,190 objects
+    assert small["validated"] and small["move_seconds"] > 0
+    assert not big["validated"] and big["move_seconds"] is None and "beyond 10x the 1,000 measured" in big["reason"]

@@ -1184,7 +1184,9 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[Run] = ()) -> li
             float(bw) if bw else None, float(m.get("ingest_bytes_per_s") or 0.0),
             None if m.get("unuploaded_bytes") is None else float(m["unuploaded_bytes"]),
             None if m.get("objects") is None else float(m["objects"]),
-            None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ())))
+            None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ()),
+            None if m.get("leader_change_ts") is None or m.get("request_ts") is None
+            else float(m["leader_change_ts"]) - float(m["request_ts"])))
     return pts
 
 

@@ -89,6 +89,7 @@ class MovePoint:
     objects: float | None = None  # handover: stream objects the new owner opened
     open_seconds: float | None = None  # handover: the measured open phases
     params: tuple[tuple[str, Any], ...] = ()  # the run's settings (summary.json params), sorted
+    elect_seconds: float | None = None  # request -> leader change on the new owner (the cluster's part)
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
@@ -242,6 +243,28 @@ def _usable(points: Iterable[MovePoint], system: str) -> list[MovePoint]:
             and p.move_seconds > 0 and p.cap_bytes_per_s]
 
 
+def _cluster_part(pts: list[MovePoint], after_elect: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, float, float | None, list[str]]:
+    """What the fit regresses: the cluster's part of each move (request -> leader change) when
+    every move has it, plus the client's ack lag (leader change -> first ack: a metadata refresh
+    and maybe a connect, noise the bytes do not explain) as its median, added to the fixed cost.
+    ``after_elect``: modelled seconds inside that window (the new owner's open) taken out of the
+    lag first. Without leader changes: the whole move_seconds, no lag. -> (y, lag, its se, notes)."""
+    t = np.array([p.move_seconds for p in pts], dtype=float)
+    if all(p.elect_seconds is not None and 0 < p.elect_seconds <= p.move_seconds for p in pts):
+        e = np.array([p.elect_seconds for p in pts], dtype=float)
+        lags = t - e - (after_elect if after_elect is not None else 0.0)
+        lag = float(np.median(lags))
+        se = float(1.2533 * lags.std(ddof=1) / math.sqrt(lags.size)) if lags.size >= 2 else None
+        return e, lag, se, [f"Fitted on request -> leader change; the client's ack lag after it (median "
+                            f"{lag:.3g} s over {lags.size} moves) is part of c."]
+    return t, 0.0, None, []
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None else math.sqrt(a * a + (b or 0.0) ** 2)
+
+
 def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[MovePoint] | None = None) -> MoveModel:
     """Fit one system's model on its points (others ignored). ``open_points``: the moves whose open
     phases fit the per-object open cost (handover; default: ``points``). Raises ValueError when
@@ -261,7 +284,7 @@ def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
     B = np.array([p.partition_bytes for p in pts], dtype=float)
     T = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
     r = np.array([p.ingest_bytes_per_s or 0.0 for p in pts], dtype=float)
-    t = np.array([p.move_seconds for p in pts], dtype=float)
+    t, lag, lag_se, lag_notes = _cluster_part(pts)
     x1 = B / np.maximum(T - r, 1e-9)
     if np.ptp(x1) < FLAT_SPREAD * float(np.max(np.abs(x1))):
         raise ValueError(f"{system}: bytes / (cap - ingest) barely vary across the moves; the fixed cost and the "
@@ -289,7 +312,7 @@ def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
     n = len(pts)
     assumptions = [
         "T = the run's replication throttle, or the emulated link when lower; r = bytes written into the "
-        "partition during the move / move_seconds (measured); B = partition bytes at the request."]
+        "partition during the move / move_seconds (measured); B = partition bytes at the request."] + lag_notes
     if e >= 3.99:
         raise ValueError(f"{system}: the fit drives the efficiency to its bound ({e:.3g}); the moves do not "
                          "identify it")
@@ -304,9 +327,11 @@ def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
         except np.linalg.LinAlgError:
             assumptions.append("Standard errors unavailable (singular design).")
     sst = float(((t - t.mean()) ** 2).sum())
-    return MoveModel(system, COPY_MODEL, c, fixed_se, float(e), e_se, True, r2=None if sst == 0 else 1 - sse / sst,
-                     rmse_s=math.sqrt(sse / n), n=n, runs=sorted({p.run_key for p in pts}), cov=cov,
-                     assumptions=assumptions)
+    if cov is not None and lag_se is not None:
+        cov[0][0] += lag_se**2
+    return MoveModel(system, COPY_MODEL, c + lag, _plus(fixed_se, lag_se), float(e), e_se, True,
+                     r2=None if sst == 0 else 1 - sse / sst, rmse_s=math.sqrt(sse / n), n=n,
+                     runs=sorted({p.run_key for p in pts}), cov=cov, assumptions=assumptions)
 
 
 def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | None, float | None, int, list[str]]:
@@ -338,10 +363,12 @@ def _fit_handover(system: str, pts: list[MovePoint], open_pts: list[MovePoint]) 
     a, b, b_se, nmax, n_open, notes = fit_open(open_pts)
     L = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
     x = np.array([p.tail_bytes for p in pts], dtype=float) / L
-    y = np.array([p.move_seconds - b * float(p.objects or 0) for p in pts], dtype=float)
+    opens = np.array([b * float(p.objects or 0) for p in pts], dtype=float)
+    part, lag, lag_se, lag_notes = _cluster_part(pts, opens)  # the new owner opens after its election
+    y = part if lag_notes else part - opens
     runs = sorted({p.run_key for p in pts})
     assumptions = ["L = the lowest of the run's object-store cap and the emulated links the upload crosses; "
-                   "tail = the bytes the old owner uploaded at the close (measured)."] + notes
+                   "tail = the bytes the old owner uploaded at the close (measured)."] + notes + lag_notes
     if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
         f = fit_linear(x, y)
         if f.slope > 0:
@@ -351,7 +378,8 @@ def _fit_handover(system: str, pts: list[MovePoint], open_pts: list[MovePoint]) 
                 c = np.asarray(f.cov)
                 g = np.diag([1.0, -u * u])
                 cov = (g @ c @ g.T).tolist()
-            return MoveModel(system, HANDOVER_MODEL, f.intercept, f.intercept_se, u,
+                cov[0][0] += (lag_se or 0.0) ** 2
+            return MoveModel(system, HANDOVER_MODEL, f.intercept + lag, _plus(f.intercept_se, lag_se), u,
                              None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
                              f.r2, f.rmse, f.n, runs, cov, assumptions)
         assumptions.append(f"The fitted upload slope was not positive ({f.slope:.3g}); u is held at 1.")
@@ -361,7 +389,7 @@ def _fit_handover(system: str, pts: list[MovePoint], open_pts: list[MovePoint]) 
     resid = y - x
     c = float(resid.mean())
     se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
-    return MoveModel(system, HANDOVER_MODEL, c, se, 1.0, None, False, a, b, b_se, nmax, n_open, None,
+    return MoveModel(system, HANDOVER_MODEL, c + lag, _plus(se, lag_se), 1.0, None, False, a, b, b_se, nmax, n_open, None,
                      float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None, assumptions)
 
 
