@@ -454,8 +454,9 @@ class AggregateResult:
 
 def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str] = DEFAULT_OUT, *,
               spark=None, master: str | None = None, quantiles: str = "exact",
-              accuracy: int = APPROX_ACCURACY, write: bool = True) -> AggregateResult:
-    """Discover runs under ``roots``, aggregate them with Spark, fit the models, write tables.
+              accuracy: int = APPROX_ACCURACY, write: bool = True, project: bool = True) -> AggregateResult:
+    """Discover runs under ``roots``, aggregate them with Spark, fit the models, project them
+    (``project``: the grid and cluster simulations, :mod:`bench.analysis.projection`), write tables.
 
     ``spark``: an existing session (kept running); otherwise one is started and stopped here.
     Raises :class:`AggregateError` when there is nothing to aggregate.
@@ -470,7 +471,8 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
             "Produce runs with `python -m bench run <scenario.yaml>` first." + "".join(f"\n  {w}" for w in warnings))
     if spark is None:
         with spark_session(master) as s:
-            return aggregate(roots, out_dir, spark=s, quantiles=quantiles, accuracy=accuracy, write=write)
+            return aggregate(roots, out_dir, spark=s, quantiles=quantiles, accuracy=accuracy, write=write,
+                             project=project)
     out = Path(out_dir)
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -484,10 +486,10 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     t = time.perf_counter()
     models["projection"] = proj = projection.run(spark, models["models"], models["validation"],
                                                   out if write else None,
-                                                  handover_seconds(tables["moves"], models["models"]))
-    tables["projection"], tables["rebalance"] = proj["projection"], proj["rebalance"]
+                                                  handover_seconds(tables["moves"], models["models"])) if project else {}
+    tables["projection"], tables["rebalance"] = proj.get("projection", []), proj.get("rebalance", [])
     for row in tables["model_fit"]:
-        v = proj["validity"].get(row["system"]) or {}
+        v = proj.get("validity", {}).get(row["system"]) or {}
         row.update(validated=v.get("validated"), validation_error_pct=v.get("error_pct"),
                    validation_reason=v.get("reason"))
     timings["projection_s"] = time.perf_counter() - t
