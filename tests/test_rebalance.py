@@ -188,3 +188,11 @@ def test_ack_lag_is_paid_once_not_per_round():
     r = simulate(moves, out_cap=5 * MB, concurrency=1, ack_lag_s=1.0)
     assert r.seconds == pytest.approx(3 * 2.5 + 1.0)
     assert [e for _, _, e in r.moves] == [pytest.approx(3.5), pytest.approx(6.0), pytest.approx(8.5)]
+
+
+def test_with_retention_a_queued_partition_keeps_its_size():
+    moves = [SimMove(f"p{i}", 1, 2, 100.0, 1.0, 0.0) for i in range(2)]
+    grown = simulate(moves, 11.0, None, 1)  # the second waits 10 s and grows by 10 bytes
+    kept = simulate(moves, 11.0, None, 1, retention=True)
+    assert kept.seconds == pytest.approx(20.0) and grown.seconds == pytest.approx(10.0 + 110.0 / 10.0)
+    assert kept.bytes_moved == pytest.approx(2 * (100.0 + 10.0))

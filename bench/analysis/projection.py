@@ -241,6 +241,7 @@ def simulate_cluster(cfg: dict[str, Any]) -> dict[str, Any]:
     brokers = range(1, cfg["brokers"] + 1)
     res = rb.simulate(moves, cfg["cap_bytes_per_s"], cfg["cap_bytes_per_s"] if copy else None, cfg["concurrency"],
                       sharing="fifo",  # a Kafka-style quota serves whoever fetches first (rebalance.py)
+                      retention=True,  # a production partition keeps its size: retention deletes its ingest
                       handover_s=cfg.get("handover_s") or 0.0, link=cfg["link_gbit_s"] * mdl.GBIT_BYTES_PER_S,
                       ingest_by_broker={b: per_broker * ingest * cfg["rf"] for b in brokers},
                       leaders_by_broker={b: per_broker for b in brokers})

@@ -32,7 +32,8 @@ Physics (one :class:`SimMove` per partition move):
 * **Ingest**: a copy must also carry what producers write while it runs: its remaining bytes
   shrink at ``rate - ingest``; a move whose ingest is at least its rate never catches up (while
   that lasts; it may catch up when other moves finish and its share grows). A queued move's
-  partition grows while it waits: it starts with ``bytes + ingest * wait``.
+  partition grows while it waits (``bytes + ingest * wait``), unless ``retention`` keeps
+  partitions at their steady size (a projected cluster; a short measured run has no retention).
 * **Fixed cost**: ``fixed_s`` after its bytes are carried the move is complete in the cluster
   (copy: ISR join, leader election; shared: the model's ``c`` plus opening the stream's objects).
   A move holds its concurrency slots until then, as in the executor (and the harness, which frees
@@ -108,11 +109,13 @@ def _cap(cap: Cap | None, b: int) -> float:
 def simulate(moves: Sequence[SimMove], out_cap: Cap, in_cap: Cap | None = None, concurrency: int | None = None, *,
              handover_s: float = 0.0, link: Cap | None = None, ingest_by_broker: Mapping[int, float] | None = None,
              leaders_by_broker: Mapping[int, float] | None = None, sharing: str = "equal",
-             check_interval_s: float = 0.0, ack_lag_s: float = 0.0) -> SimResult:
+             check_interval_s: float = 0.0, ack_lag_s: float = 0.0, retention: bool = False) -> SimResult:
     """Execute ``moves`` (in plan order) from t = 0, the request; see the module doc for the physics
     (``sharing``: "equal" or "fifo"; ``check_interval_s``: how often the executor looks for
     finished moves, so a complete move frees its slots at the next multiple of it; ``ack_lag_s``:
-    from a move's completion in the cluster to its producers' first ack from the new leader)."""
+    from a move's completion in the cluster to its producers' first ack from the new leader;
+    ``retention``: partitions at their steady size (log retention deletes what producers add), so a
+    queued partition does not grow while it waits; else, as in a short run, it grows by its ingest)."""
     if concurrency is not None and concurrency < 1:
         raise ValueError("concurrency must be >= 1 or None")
     if sharing not in SHARING:
@@ -262,7 +265,7 @@ def simulate(moves: Sequence[SimMove], out_cap: Cap, in_cap: Cap | None = None, 
             for b in {src[i], dst[i]}:
                 slots[b] += 1
             start[i] = t
-            rem[i] = float(moves[i].bytes) + ing[i] * t  # it grew while it waited
+            rem[i] = float(moves[i].bytes) + (0.0 if retention else ing[i] * t)  # grown while it waited
             last[i] = t
             out_set[src[i]].add(i)
             pos[i] = next_pos()
@@ -313,7 +316,7 @@ def simulate(moves: Sequence[SimMove], out_cap: Cap, in_cap: Cap | None = None, 
             settle(i, t)
             state[i] = 2
             # what crossed: the bytes at its start and what was written while it ran
-            carried[i] = float(moves[i].bytes) + ing[i] * t
+            carried[i] = float(moves[i].bytes) + ing[i] * (t - start[i] if retention else t)
             out_set[src[i]].discard(i)
             in_set[dst[i]].discard(i)
             if track:

@@ -23,7 +23,7 @@ from bench import results
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate import (
-    BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
+    FIT_ACTIONS, BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
     VERDICTS, bytes_rows, configuration_rows, fmt_num, fmt_spread, link_fill_rows, md_table, model_markdown,
     provenance_lines, recovery_label, result_rows, verdict_counts,
 )
@@ -135,7 +135,8 @@ def _empty(plt, msg: str):
 
 
 TIME_TICKS = [(0.01, "10 ms"), (0.1, "100 ms"), (1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"),
-              (3600, "1 h"), (36000, "10 h"), (86400, "1 d"), (864000, "10 d")]
+              (3600, "1 h"), (36000, "10 h"), (86400, "1 d"), (864000, "10 d"), (8640000, "100 d"),
+              (31536000, "1 y"), (315360000, "10 y")]
 
 
 def _nice_log_ticks(ax, axis: str, lo: float, hi: float, fmt) -> None:
@@ -190,11 +191,14 @@ def _byte_ticks(axis, lo: float, hi: float, log: bool) -> None:
 def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     plt = _plt()
 
-    moves = [m for m in t["moves"] if m["move_seconds"] is not None and m["partition_bytes"]]
+    # The single-partition moves the models rest on (a drain's or scale-out's moves wait for each
+    # other: the cluster simulation's part, in the Model section's rebalance checks).
+    moves = [m for m in t["moves"] if m["move_seconds"] is not None and m["partition_bytes"]
+             and m.get("action") in FIT_ACTIONS and (m.get("partitions_in_action") or 1) == 1]
     runs = [m["run_key"] for m in moves]
     if not moves:
-        return Figure("move_time_vs_bytes", "Move time vs partition size", _png(_empty(plt, "No measured moves.")),
-                      "No measured moves.", [])
+        return Figure("move_time_vs_bytes", "Move time vs partition size",
+                      _png(_empty(plt, "No measured single-partition move.")), "No measured single-partition move.", [])
     fits = {m["system"]: m for m in t["model_fit"]}
     fig, ax = plt.subplots(figsize=(8, 5))
     xs_all = [m["partition_bytes"] for m in moves]
@@ -224,7 +228,8 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
             med = lambda k: statistics.median([float(m[k] or 0.0) for m in sel])  # noqa: E731
             ys = [model.predict(x, bw, med("ingest_bytes_per_s"), med("unuploaded_bytes"), med("objects")) for x in grid]
             ax.plot(grid, ys, color=_color(system), lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
-                    label=f"{_short(system)} model{cap}")
+                    label=f"{_short(system)} model{cap}" + ("" if mdl.family(system) == mdl.COPY_MODEL else
+                                                            f", tail {format_bytes(med('unuploaded_bytes'))}"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -235,7 +240,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.set_ylabel("move_seconds (s, log scale)")
     ax.set_title("Move time vs partition size: measured moves and fitted models")
     ax.legend(loc="upper left", fontsize=8)
-    cap = ("Each point is one partition move (request to first ack served by the new owner); the repetitions of "
+    cap = ("Each point is one single-partition move (request to first ack served by the new owner); the repetitions of "
            "a configuration move about the same size, so their spread is the vertical scatter at that size. Lines: each "
            "system's fitted model at that cap and the measured moves' median ingest, tail and objects (copy: "
            "c + B / (e x T - r); shared: c + tail / (u x L) + open cost per object; a run's cap is the lowest of its "
@@ -667,7 +672,8 @@ def fig_rebalance(t) -> Figure:
     ax.set_ylabel("time to rebalance (log scale)")
     y0, y1 = ax.get_ylim()
     _time_ticks(ax, y0, y1)
-    ax.set_title(f"Simulated scale-out of a cluster holding {format_bytes(total)} (validated models only)")
+    ax.set_title(f"Simulated scale-out of a cluster holding {total / 1e15:g} PB (validated models only)"
+                 if total >= 1e15 else f"Simulated scale-out of a cluster holding {total / 1e12:g} TB (validated models only)")
     ax.legend(fontsize=8)
     cap = ("Cruise-Control-style execution simulated per cluster (bench/analysis/rebalance.py, on Spark): lognormal "
            "partition sizes, replicas move to the new brokers until each holds its share, "

@@ -24,6 +24,14 @@ def cmd_aggregate(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     moves = sum(1 for m in res.tables["moves"] if m["move_seconds"] is not None)
     print(f"aggregated {len(res.runs)} run(s), {moves} measured move(s) in {res.timings['total_s']:.1f} s")
+    checks = res.models.get("validation") or []
+    if checks:
+        print("held-out checks: " + ", ".join(f"{s} {n}" for s, n in sorted(
+            {s: sum(1 for v in checks if v["status"] == s) for s in ("ok", "failed", "insufficient")}.items())))
+    for h in (res.models.get("projection") or {}).get("headline", []):
+        what = (f"{h['value_text']} (held-out error <= {h['error_pct']:.1f} %)" if h["status"] == "validated"
+                else f"not validated: {h['reason']}")
+        print(f"  {h['case']}, {h['system']} @ {h['link_gbit_s']:g} Gbit/s: {what}")
     print(f"tables, model.json and summary.md in {res.out_dir}/")
     return 0
 
