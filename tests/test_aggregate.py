@@ -130,8 +130,11 @@ def test_models_and_held_out_check(agg):
     # the copy model has no throttle or ingest check here: its projections are not validated
     copy = [h for h in model["headline"] if h["system"] == "replication"]
     assert all(h["status"] == "not validated" and h["value_s"] is None and "throttle" in h["reason"] for h in copy)
+    # the shared model passed its size check, but no open was measured with an object count: an
+    # 8.2 TB partition's open is beyond what was measured
     shared = next(h for h in model["headline"] if h["system"] == "shared" and h["case"] == "partition")
-    assert shared["status"] == "validated" and shared["value_s"] < 10 and shared["error_pct"] is not None
+    assert shared["status"] == "not validated" and shared["value_s"] is None and "objects" in shared["reason"]
+    assert model["validity"]["shared"]["validated"]
     assert model["grid"]["points"] >= 100_000
     proj = {(p["system"], p["link_gbit_s"], p["size_label"]): p for p in agg.tables["projection"]}
     assert proj[("replication", 1.0, "8.2 TB")]["move_time"] == "not validated"

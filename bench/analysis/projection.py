@@ -149,9 +149,9 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
                   .withColumn("move_seconds", F.lit(p["c"]) + F.col("tail_bytes") / (F.lit(p["e"]) * F.col("cap_bytes_per_s"))
                               + F.lit(p["b"]) * F.col("objects"))
                   .withColumn("bytes_moved", F.col("tail_bytes")))
-            if m.open_per_object_s:  # beyond the measured opens the per-object cost is not projected
-                df = df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
-                    (m.open_objects_max or 0) * OPEN_EXTRAPOLATION), F.col("move_seconds")))
+            # beyond the measured opens the open cost is not projected
+            df = df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
+                float((m.open_objects_max or 0) * OPEN_EXTRAPOLATION)), F.col("move_seconds")))
         frames.append(df.select("system", "partition_bytes", "link_gbit_s", "ingest_bytes_per_s", "policy",
                                 "throttle_share", "upload_threshold_bytes", "cap_bytes_per_s", "tail_bytes", "objects",
                                 "move_seconds", "bytes_moved"))
@@ -294,9 +294,10 @@ def _partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, siz
         t, se = m.predict_with_se(size, link, 0.0, tail, n)
         moved = tail
         limit = (m.open_objects_max or 0) * OPEN_EXTRAPOLATION
-        if m.open_per_object_s and n > limit:
+        if n > limit:  # the open cost of that many objects was never measured (nor its per-object part)
             v = Validity(False, None, v.axes, f"opening {n:,} objects is beyond {OPEN_EXTRAPOLATION:g}x the "
-                                              f"{mdl.fmt_count(m.open_objects_max or 0)} measured")
+                                              f"{mdl.fmt_count(m.open_objects_max or 0)} measured (large opens: "
+                                              "`python -m bench run sweep-shared`)")
         measured = (f"open cost measured up to {mdl.fmt_count(m.open_objects_max)} objects"
                     if m.open_objects_max else "open cost per object not measured")
         basis = (f"{m.formula()}; tail = min({format_bytes(ARTICLE_THRESHOLD)} upload threshold, r x "
