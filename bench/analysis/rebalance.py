@@ -488,7 +488,7 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
     Copy: ``bytes`` = partition bytes at the request, ingest = bytes written during the move /
     (leader change - request), src = the leader at the request (``sources`` by "topic-partition",
     e.g. :func:`sources_from_summary`, else a ``src`` column), dst = the new leader. Handover:
-    ``bytes`` = the unuploaded tail (``unuploaded_bytes``, else the move's object-store bytes),
+    ``bytes`` = the unuploaded tail (``unuploaded_bytes``),
     fixed = ``fixed_s + open_fixed_s + open_per_object_s * objects`` (``objects`` column, if any)."""
     fam = params["family"]
     eff = float(params.get("efficiency", 1.0))
@@ -513,11 +513,9 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                 raise ValueError(f"{key}: no partition_bytes")
             out.append(SimMove(key, int(src), dst, b, ingest, float(params.get("fixed_s", 0.0))))
         elif fam == "handover":
-            tail = _num(r.get("unuploaded_bytes"))
+            tail = _num(r.get("unuploaded_bytes"))  # the aggregate falls back to the object-store bytes itself
             if tail is None:
-                tail = _num(r.get("bytes_moved_objstore"))
-            if tail is None:
-                raise ValueError(f"{key}: no unuploaded_bytes nor bytes_moved_objstore")
+                raise ValueError(f"{key}: no unuploaded_bytes")
             objs = _num(r.get("objects")) or 0.0
             fixed = (float(params.get("fixed_s", 0.0)) + float(params.get("open_fixed_s", 0.0))
                      + float(params.get("open_per_object_s", 0.0)) * objs)
