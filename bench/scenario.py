@@ -43,6 +43,8 @@ from pydantic_core import PydanticCustomError
 
 from bench.history.names import NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE, broker_node
 from bench.units import parse_bytes, rate_bits
+from systems.core.config import ConfigError
+from systems.core.config import check as check_config
 from systems.core.profile import SystemProfile
 from systems.registry import PROFILES
 
@@ -88,6 +90,67 @@ class _Model(BaseModel):
 # --------------------------------------------------------------------------------------------
 # Sections
 
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class EnvRef(_Model):
+    """A client setting read from an environment variable when a client is created, so a secret
+    never enters a scenario file, a result or a log (``sasl.password: {env: KAFKA_PASSWORD}``)."""
+
+    env: str
+
+    @field_validator("env")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _ENV_RE.match(v):
+            raise ValueError("must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return v
+
+
+ClientValue = typing.Union[EnvRef, ConfigValue]
+# What every comparison rests on: the same producer semantics on every system; the bootstrap comes
+# from the system section.
+LOCKED_CLIENT_SETTINGS = {
+    "bootstrap.servers": "the harness sets it (system.bootstrap, or the cluster it starts)",
+    "acks": "every system is measured with acks=all",
+    "enable.idempotence": "every system is measured with idempotent producers",
+}
+_BOOTSTRAP_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+COMMAND_FIELDS = ("kill_broker", "restart_broker", "pause_broker", "resume_broker")
+
+
+def _check_template(v: str | None) -> str | None:
+    if v is None:
+        return v
+    if not v.strip():
+        raise ValueError("empty command")
+    import string
+
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(v) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"bad template: {exc}") from None
+    if names - {"broker"}:
+        raise ValueError(f"unknown placeholder(s) {sorted(names - {'broker'})}: only {{broker}} is filled in")
+    return v
+
+
+Command = Annotated[Optional[str], BeforeValidator(_check_template)]
+
+
+class Commands(_Model):
+    """Shell commands the harness runs to act on a cluster it does not start (``{broker}`` is the
+    broker id); a fault action without its command is refused. A command must return when the act
+    is done (a restart may return before the broker serves: the harness then waits until clients
+    see it in the metadata)."""
+
+    kill_broker: Command = None
+    restart_broker: Command = None
+    pause_broker: Command = None
+    resume_broker: Command = None
+    timeout_s: Annotated[Float, Field(gt=0)] = 120.0
+
+
 class System(_Model):
     kind: str  # a registered system (systems/registry.py)
     brokers: Annotated[int, Field(strict=True, ge=1)]
@@ -102,6 +165,44 @@ class System(_Model):
     wal_batch_interval_ms: Optional[Annotated[Float, Field(gt=0)]] = None
     wal_upload_threshold_bytes: Optional[Annotated[Bytes, Field(gt=0)]] = None
     extra: dict[str, ConfigValue] = Field(default_factory=dict)  # raw broker configs
+    # Settings passed unchanged to every Kafka client the harness creates (librdkafka / Java names:
+    # security.protocol, sasl.mechanism, ssl.ca.location, client.id, linger.ms, ...); a value may
+    # be {env: NAME}. bench/run/clients.py applies them.
+    client: dict[str, ClientValue] = Field(default_factory=dict)
+    # A cluster the harness does not start (profile.launched false): where it is, how to act on
+    # it, which topics are the harness's.
+    bootstrap: Optional[str] = None
+    commands: Optional[Commands] = None
+    topic_prefix: Optional[str] = None  # default "bench."; every topic of the run gets it
+    existing_topics: Optional[Literal["refuse", "replace"]] = None  # default refuse
+    label: Optional[str] = None  # what the report calls the cluster ("Apache Kafka 3.9, 3 x m5.large")
+
+    @field_validator("client")
+    @classmethod
+    def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if key in LOCKED_CLIENT_SETTINGS:
+                raise _err(key, f"cannot be set: {LOCKED_CLIENT_SETTINGS[key]}")
+        return v
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        for addr in v.split(","):
+            m = _BOOTSTRAP_RE.match(addr.strip())
+            if m is None or not 0 < int(m.group(2)) < 65536:
+                raise ValueError(f"{addr.strip()!r} is not host:port (bootstrap: host:port[,host:port...])")
+        return v
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9._-]{1,100}$", v):
+            raise ValueError("must be 1-100 characters of [A-Za-z0-9._-] (the harness deletes only topics "
+                             "with this prefix)")
+        return v
 
     @field_validator("kind")
     @classmethod
@@ -113,6 +214,38 @@ class System(_Model):
     @property
     def profile(self) -> SystemProfile:
         return PROFILES[self.kind]
+
+    @model_validator(mode="after")
+    def _fits_profile(self) -> System:
+        prof = self.profile
+        if prof.launched:
+            for f in _UNLAUNCHED_FIELDS:
+                if getattr(self, f) is not None:
+                    raise _err(f, f"only for a cluster the harness does not start (system kind "
+                                  f"{' or '.join(n for n, p in PROFILES.items() if not p.launched)}); "
+                                  f"{self.kind!r} is started by the harness")
+            try:
+                check_config(self.extra, prof)
+            except ConfigError as e:
+                raise _err("extra", str(e)) from None
+        elif self.bootstrap is None:
+            raise _err("bootstrap", f"required for system kind {self.kind!r} (host:port[,host:port...])")
+        if prof.settings is not None:
+            for f, default in _SYSTEM_SETTINGS.items():
+                if f not in prof.settings and getattr(self, f) != default:
+                    raise _err(f, f"not a setting of system {self.kind!r}, which is configured by whoever runs it "
+                                  f"(it reads: {', '.join(sorted(prof.settings))})")
+        return self
+
+
+# Fields only a cluster the harness does not start reads.
+_UNLAUNCHED_FIELDS = ("bootstrap", "commands", "topic_prefix", "existing_topics", "label")
+# The system settings one system may read and another ignore, with their defaults.
+_SYSTEM_SETTINGS: dict[str, Any] = {
+    "replication_throttle_bytes_per_s": None, "replication_throttle_of_link": None,
+    "objstore_bandwidth_bytes_per_s": None, "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None,
+    "extra": {},
+}
 
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -126,6 +259,8 @@ class Topic(_Model):
     # None: the topic is served by the workload's shared producer pool. Given (for every topic):
     # this many producers produce to this topic only (AutoMQ's producersPerTopicList).
     producers: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+    # None: the system's production default, never above the replication factor.
+    min_insync_replicas: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
 
     @field_validator("name")
     @classmethod
@@ -371,6 +506,7 @@ class NetworkSection(_Model):
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DEFAULT_TOPIC_PREFIX = "bench."
 
 
 _NOT_MATRIX = ("name", "matrix", "repetitions")
@@ -413,15 +549,22 @@ class Scenario(_Model):
         wl, system = self.workload, self.system
         for i, t in enumerate(wl.topics):
             rf = self.replication_factor(t)
-            if rf > system.brokers:
+            if rf is not None and rf > system.brokers:
                 given = "" if t.replication_factor is not None else f" ({system.kind}'s default)"
                 raise _err(f"workload.topics.{i}.replication_factor",
                            f"{rf}{given} exceeds system.brokers ({system.brokers})")
+            if rf is not None and t.min_insync_replicas is not None and t.min_insync_replicas > rf:
+                raise _err(f"workload.topics.{i}.min_insync_replicas", f"exceeds the replication factor ({rf})")
         for i, name in enumerate(self.prefill.topics or ()):
             if wl.topic(name) is None:
                 raise _err(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
 
         net = self.network
+        if not system.profile.launched:
+            for f in ("link_rate", "object_store_link_rate", "client_link_rate"):
+                if getattr(net, f) is not None:
+                    raise _err(f"network.{f}", f"the links of a cluster the harness does not start are not the "
+                                               f"harness's to shape (system kind {system.kind!r})")
         if net.link_rate is None:
             for f in ("object_store_link_rate", "client_link_rate"):
                 if getattr(net, f) is not None:
@@ -440,8 +583,12 @@ class Scenario(_Model):
         controller_dead = store_stopped = False
         prev_at = 0.0
         added = self.added_broker_ids()
-        max_rf = max(self.replication_factor(t) for t in wl.topics)
-        placement = self.placement()
+        rfs = [self.replication_factor(t) for t in wl.topics]
+        known_rf = None not in rfs  # unknown until a cluster that sets it has been asked
+        max_rf = max(rfs) if known_rf else 1
+        placement = self.placement() if known_rf else {}
+        launched = system.profile.launched
+        commands = system.commands or Commands()
 
         def check_move(path: str, topic: str, partition: int, to: list[int]) -> None:
             t = wl.topic(topic)
@@ -466,6 +613,14 @@ class Scenario(_Model):
             if a.at_s < prev_at:
                 raise _err(f"{p}.at_s", f"actions must be listed in time order ({a.at_s} < {prev_at})")
             prev_at = a.at_s
+            if not launched and a.kind not in MOVE_ACTIONS and getattr(commands, a.kind, None) is None:
+                how = (f"needs system.commands.{a.kind} (a shell command; {{broker}} is the broker id)"
+                       if a.kind in COMMAND_FIELDS else
+                       "acts on processes or links of a cluster the harness starts itself")
+                raise _err(f"{p}.kind", f"{a.kind}: {how}; system {system.kind!r} is a cluster it does not start")
+            if not launched and a.kind == "add_broker_and_rebalance":
+                raise _err(f"{p}.kind", f"{a.kind}: starts a broker, which the harness cannot do on a cluster it "
+                                        f"does not start (system {system.kind!r}); use move_set or drain_broker")
             if a.kind in NETWORK_ACTIONS and net.link_rate is None:
                 raise _err(f"{p}.kind", f"{a.kind}: needs network.link_rate (it acts on the emulated links)")
             if a.kind == "set_link_rate":
@@ -474,6 +629,10 @@ class Scenario(_Model):
                 if a.broker is not None and a.broker not in exists:
                     raise _err(f"{p}.broker", f"broker {a.broker} does not exist (brokers: {sorted(exists)})")
             elif a.kind == "reassign":
+                if a.replace is not None and not known_rf:
+                    # The replicas are known once the cluster's replication factor is (for_cluster).
+                    check_move(p, a.topic, a.partition, [a.by])
+                    continue
                 if a.replace is not None:
                     t = wl.topic(a.topic)
                     if t is None:
@@ -572,15 +731,20 @@ class Scenario(_Model):
             s["replication_throttle_bytes_per_s"] = int(share * rate_bits(self.network.link_rate) / 8)
         return s
 
-    def replication_factor(self, topic: Topic) -> int:
-        """A topic's replication factor: its own, else the system's production default."""
+    def replication_factor(self, topic: Topic) -> int | None:
+        """A topic's replication factor: its own, else the system's production default (None: the
+        cluster's default, not known before it is asked, see :meth:`for_cluster`)."""
         if topic.replication_factor is not None:
             return topic.replication_factor
         return self.system.profile.replication_factor
 
-    def min_insync_replicas(self, topic: Topic) -> int:
-        """The system's production min.insync.replicas, never above the topic's replication factor."""
-        return min(self.system.profile.min_insync_replicas, self.replication_factor(topic))
+    def min_insync_replicas(self, topic: Topic) -> int | None:
+        """The topic's own min.insync.replicas, else the system's production one, never above the
+        topic's replication factor (None while either is unknown)."""
+        rf = self.replication_factor(topic)
+        mi = topic.min_insync_replicas if topic.min_insync_replicas is not None else \
+            self.system.profile.min_insync_replicas
+        return None if rf is None or mi is None else min(mi, rf)
 
     def placement(self) -> dict[str, dict[int, list[int]]]:
         """The fixed initial placement the runner creates topics with: replicas round-robin from
@@ -595,6 +759,42 @@ class Scenario(_Model):
                 out[t.name][p] = [1 + (j + r) % n for r in range(self.replication_factor(t))]
                 j += 1
         return out
+
+    def for_cluster(self, brokers: Iterable[int], default_replication_factor: int,
+                    min_insync_replicas: int) -> Scenario:
+        """This scenario as it runs on a cluster the harness does not start: every topic named with
+        :attr:`topic_prefix` (the harness creates and deletes only those), the cluster's
+        ``default.replication.factor`` and ``min.insync.replicas`` where the scenario leaves them
+        open, validated again (ScenarioError naming the field). The scenario's brokers
+        1..system.brokers must all be brokers of the cluster."""
+        have = set(brokers)
+        missing = sorted(set(range(1, self.system.brokers + 1)) - have)
+        if missing:
+            raise ScenarioError(f"{self.name}: system.brokers: the scenario uses brokers 1..{self.system.brokers}, "
+                                f"the cluster has {sorted(have)} (no {missing})",
+                                [("system.brokers", f"brokers {missing} not in the cluster")])
+        prefix = self.topic_prefix
+        data = self.resolved()
+        for t in data["workload"]["topics"]:
+            t["name"] = prefix + t["name"]
+            if t["replication_factor"] is None:
+                t["replication_factor"] = default_replication_factor
+            if t["min_insync_replicas"] is None:
+                t["min_insync_replicas"] = min(min_insync_replicas, t["replication_factor"])
+        if data["prefill"]["topics"] is not None:
+            data["prefill"]["topics"] = [prefix + n for n in data["prefill"]["topics"]]
+        for a in data["actions"]:
+            if a.get("topic") is not None:
+                a["topic"] = prefix + a["topic"]
+            for m in a.get("partitions") or ():
+                m["topic"] = prefix + m["topic"]
+        data["system"]["topic_prefix"] = prefix
+        data["system"]["existing_topics"] = self.system.existing_topics or "refuse"
+        return parse_scenario(data, f"{self.name} on the cluster at {self.system.bootstrap}", check_matrix=False)
+
+    @property
+    def topic_prefix(self) -> str:
+        return self.system.topic_prefix if self.system.topic_prefix is not None else DEFAULT_TOPIC_PREFIX
 
     def added_broker_ids(self) -> dict[int, int]:
         """action index -> id of the broker that add_broker_and_rebalance action starts."""
@@ -845,6 +1045,64 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     return parse_scenario(data, source, overrides)
 
 
+def to_external(sc: Scenario, bootstrap: str, *, client: dict[str, Any] | None = None,
+                commands: dict[str, Any] | None = None, label: str | None = None) -> tuple[Scenario, list[str]]:
+    """A scenario (a built-in one, typically) pointed at a cluster the harness does not start,
+    with the same load, prefill, actions and checks. Returns the scenario and notes naming what
+    did not carry over: the emulated links and the systems' own settings (the cluster's operator
+    sets those; each note says how, for a cluster started with ``bench cluster start``). A
+    replication throttle carries over in bytes/s (given as a share of the link it is converted
+    with the scenario's link rate); the harness sets it with IncrementalAlterConfigs. A matrix over
+    ``system.kind`` collapses: every point runs once against the one cluster."""
+    kind = next(n for n, p in PROFILES.items() if not p.launched)
+    prof = PROFILES[kind]
+    data = sc.resolved()
+    notes: list[str] = []
+    old = data["system"]
+    new: dict[str, Any] = {"kind": kind, "brokers": old["brokers"], "bootstrap": bootstrap,
+                           "client": {**old.get("client", {}), **(client or {})}}
+    throttle = sc.settings()["replication_throttle_bytes_per_s"]
+    if throttle is not None:
+        new["replication_throttle_bytes_per_s"] = throttle
+        if old["replication_throttle_of_link"] is not None:
+            notes.append(f"replication throttle {old['replication_throttle_of_link']:g} of the "
+                         f"{sc.network.link_rate} link -> {throttle} bytes/s, set on the cluster's brokers "
+                         f"with IncrementalAlterConfigs for the run")
+    if commands:
+        new["commands"] = dict(commands)
+    if label:
+        new["label"] = label
+    flags = []
+    for f, default in _SYSTEM_SETTINGS.items():
+        if f in prof.settings or old.get(f) == default or f == "replication_throttle_of_link":
+            continue
+        if f == "extra":
+            flags += [f"--config {k}={v}" for k, v in old[f].items()]
+        else:
+            notes.append(f"system.{f}={old[f]} not applied: a setting of the system the cluster runs")
+    if flags:
+        notes.append(f"system.extra not applied (the cluster's own settings); a cluster started with "
+                     f"`bench cluster start` gets them with: {' '.join(flags)}")
+    net = {k: v for k, v in data.get("network", {}).items() if v is not None}
+    if net:
+        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in net.items())
+        notes.append(f"network not applied (the cluster's links are its own); a cluster started with "
+                     f"`bench cluster start` gets the same links with: {opts}")
+    data["system"] = new
+    data["network"] = {}
+    matrix = {}
+    for key, values in data.get("matrix", {}).items():
+        head = key.split(".")
+        if key == "system.kind":
+            notes.append(f"matrix system.kind {values} dropped: every point runs against the cluster at {bootstrap}")
+        elif head[0] == "network" or (head[0] == "system" and head[1] not in prof.settings):
+            notes.append(f"matrix {key} dropped: not the harness's to set on that cluster")
+        else:
+            matrix[key] = values
+    data["matrix"] = matrix
+    return parse_scenario(data, f"{sc.name} (as {kind})"), notes
+
+
 # --------------------------------------------------------------------------------------------
 # Built-in scenarios
 
@@ -957,5 +1215,5 @@ def expand(scenario: Scenario) -> list[tuple[str, Scenario]]:
 __all__ = [
     "Action", "Checks", "FAULT_ACTIONS", "FAULT_RECOVERY", "LINK_NODES", "MOVE_ACTIONS", "NETWORK_ACTIONS",
     "PartitionMove", "Prefill", "RECOVERY_ACTIONS", "Scenario", "ScenarioError", "Shape", "System", "Topic", "Workload", "apply_overrides",
-    "builtin_scenarios", "expand", "split_repetition", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
+    "builtin_scenarios", "expand", "to_external", "split_repetition", "load_scenario", "parse_scenario", "resolve_scenario", "run_id_for", "set_path",
 ]

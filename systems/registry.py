@@ -3,11 +3,14 @@ package with a `profile.py` and a line here."""
 from __future__ import annotations
 
 from systems.core.profile import SystemProfile
+from systems.external.profile import PROFILE as _EXTERNAL
 from systems.replication.profile import PROFILE as _REPLICATION
 from systems.shared.profile import PROFILE as _SHARED
 
-PROFILES: dict[str, SystemProfile] = {p.name: p for p in (_REPLICATION, _SHARED)}
+PROFILES: dict[str, SystemProfile] = {p.name: p for p in (_REPLICATION, _SHARED, _EXTERNAL)}
 NAMES: tuple[str, ...] = tuple(PROFILES)
+# The systems the harness starts itself (`cluster start --system`, the default suite).
+LAUNCHED: tuple[str, ...] = tuple(n for n, p in PROFILES.items() if p.launched)
 
 
 class UnknownSystem(KeyError):

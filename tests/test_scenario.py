@@ -129,7 +129,7 @@ def test_shared_two_brokers_caught_inside_a_matrix():
         (lambda d: d["actions"][0].update(at_s=30), "actions.0.at_s", "duration_s"),
         (lambda d: d["actions"][0].update(broker=1), "actions.0.broker", "not used by action kind reassign"),
         (lambda d: d["actions"][0].pop("to"), "actions.0.to", "required"),
-        (lambda d: d["system"].update(kind="copy"), "system.kind", "unknown system 'copy' (systems: replication, shared)"),
+        (lambda d: d["system"].update(kind="copy"), "system.kind", "unknown system 'copy' (systems: replication, shared, external)"),
         (lambda d: d["system"].update(brokers=0), "system.brokers", "must be >= 1"),
         (lambda d: d["system"].update(brokers=True), "system.brokers", "integer"),
         (lambda d: d["workload"].update(message_bytes="4k"), "workload.message_bytes", "byte size"),

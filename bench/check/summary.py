@@ -72,13 +72,20 @@ from bench.history.names import (
     EVENT_COUNTER,
     EVENT_CPU_SAMPLE,
     EVENT_LINK_SAMPLE,
+    EVENT_LEADER_CHANGE,
     EVENT_LOAD_FINISHED,
+    EVENT_LOG_DIRS,
     EVENT_MOVE_PHASE,
     EVENT_PREFILL,
+    EVENT_REASSIGNMENT_CLEARED,
+    EVENT_REASSIGNMENT_LISTED,
     EVENT_RUN_END,
     EVENT_RUN_START,
     EVENT_VERIFY,
+    SOURCE_CLIENT,
 )
+from bench.check.view import _hashable, _tp_of
+from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, Scenario, parse_scenario
@@ -134,7 +141,9 @@ def configuration_of(sc: Scenario) -> dict[str, Any]:
     throttle = sc.settings()["replication_throttle_bytes_per_s"] if prof.bandwidth_param == \
         "replication_throttle_bytes_per_s" else None
     return {
-        "system": sc.system.kind, "label": prof.label, "brokers": sc.system.brokers,
+        "system": sc.system.kind, "label": sc.system.label or prof.label, "brokers": sc.system.brokers,
+        "bootstrap": sc.system.bootstrap,  # a cluster the harness did not start, else None
+        "client_settings": sorted(sc.system.client),  # names only: values may be secrets
         "replication_factor": rf, "min_insync_replicas": min_isr if rf > 1 else None,
         "acks": PRODUCER_ACKS, "linger_ms": PRODUCER_LINGER_MS, "ack_meaning": prof.ack_meaning,
         "throttle_bytes_per_s": throttle, "throttle_rule": throttle_rule(sc) if throttle else None,
@@ -235,8 +244,52 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
                                                      if req is not None else 0),
             "phases": dict(sorted(phases.get((aid, tp), {}).items())),
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
+            "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
         })
     return out
+
+
+def protocol_view(v: HistoryView, aid: Any, tp: tuple[str, int], req: float | None, src: list[int] | None,
+                  to: list[int] | None, journal_complete_ts: float | None) -> dict[str, Any] | None:
+    """One move as the Kafka protocol alone shows it (bench/run/observe.py), to set beside the
+    brokers' journals on the harness's own systems and to stand for them on any other cluster:
+
+    * ``leader_change_seconds``: request -> the metadata poller first sees a target lead;
+    * ``reassignment_seconds``: request -> ListPartitionReassignments no longer lists the partition
+      (null if it never listed it: a move the cluster completes within one poll, or does not
+      report as a reassignment);
+    * ``target_bytes``: DescribeLogDirs size of each added replica at the first sample after the
+      reassignment cleared (else after the leader change);
+    * ``journal_complete_seconds``: the brokers' own move_complete, where a journal exists.
+
+    Resolution: one poll of each (``resolution_s``). None for a move that was never requested."""
+    if req is None:
+        return None
+    added = sorted(set(to or ()) - set(src or ()))
+    lc = next((e for e in v.events_named(EVENT_LEADER_CHANGE)
+               if e.ts >= req and _tp_of(e) == tp and e.detail.get("source") == SOURCE_CLIENT
+               and e.detail.get("leader") in (to or ())), None)
+    listed = [e for e in v.events_named(EVENT_REASSIGNMENT_LISTED) if e.ts >= req - 1.0 and _tp_of(e) == tp
+              and _hashable(e.action_id) in (aid, None)]
+    cleared = next((e for e in v.events_named(EVENT_REASSIGNMENT_CLEARED) if e.ts >= req and _tp_of(e) == tp
+                    and _hashable(e.action_id) in (aid, None)), None) if listed else None
+    after = cleared.ts if cleared is not None else (lc.ts if lc is not None else None)
+    target_bytes = None
+    if after is not None and added:
+        key = f"{tp[0]}-{tp[1]}"
+        sample = next((e for e in v.events_named(EVENT_LOG_DIRS) if e.ts >= after
+                       and all(str(b) in (e.detail.get("sizes") or {}).get(key, {}) for b in added)), None)
+        if sample is not None:
+            target_bytes = {str(b): sample.detail["sizes"][key][str(b)] for b in added}
+    return {
+        "leader_change_seconds": lc.ts - req if lc is not None else None,
+        "reassignment_listed": bool(listed),
+        "reassignment_seconds": cleared.ts - req if cleared is not None else None,
+        "target_bytes": target_bytes,
+        "journal_complete_seconds": journal_complete_ts - req if journal_complete_ts is not None else None,
+        "resolution_s": {"metadata": POLL_INTERVAL_S, "reassignments": PROTOCOL_POLL_S,
+                         "log_dirs": PROTOCOL_POLL_S * LOG_DIRS_EVERY},
+    }
 
 
 def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str, Any]:

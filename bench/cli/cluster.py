@@ -1,11 +1,16 @@
-"""`python -m bench cluster start|status|stop|clean`: a cluster of one system by hand."""
+"""`python -m bench cluster start|status|stop|clean|kill-broker|restart-broker`: a cluster of one
+system by hand. kill-broker and restart-broker are what an `external` scenario's `commands` call
+for our own systems (`python -m bench cluster kill-broker --dir D --broker {broker}`)."""
 from __future__ import annotations
 
 import json
+import sys
 
-from bench.run.cluster import Cluster, clean
+from bench.run.cluster import Cluster, ClusterError, clean
+from systems.core.config import ConfigError, check
 from systems.core.process import alive
-from systems.registry import NAMES as SYSTEMS
+from systems.registry import LAUNCHED as SYSTEMS
+from systems.registry import profile
 
 
 def _kv(items: list[str]) -> dict:
@@ -18,12 +23,37 @@ def _kv(items: list[str]) -> dict:
     return out
 
 
+def production_defaults(system: str, brokers: int) -> dict[str, str]:
+    """A cluster started by hand gets its system's production configuration as the defaults for
+    new topics (the harness's own runs set them per topic), never above the broker count: what a
+    scenario run against it as an external cluster reads back."""
+    p = profile(system)
+    rf = min(p.replication_factor, brokers)
+    return {"default.replication.factor": str(rf), "min.insync.replicas": str(min(p.min_insync_replicas, rf))}
+
+
+def _broker(c: Cluster, bid: int | None) -> int:
+    if bid is None:
+        raise ClusterError("--broker is required")
+    if bid not in c.brokers:
+        raise ClusterError(f"no broker {bid} in {c.dir} (brokers: {', '.join(map(str, sorted(c.brokers)))})")
+    return bid
+
+
 def cmd_cluster(args) -> int:
     if args.action == "start":
-        c = Cluster(args.system, args.brokers, args.dir, _kv(args.config), link_rate=args.link_rate,
+        try:
+            # Refused before anything starts: a misspelt key must not become a silent default.
+            check(_kv(args.config), profile(args.system))
+        except ConfigError as e:
+            print(f"error: --config {e}", file=sys.stderr)
+            return 2
+        config = {**production_defaults(args.system, args.brokers), **_kv(args.config)}
+        c = Cluster(args.system, args.brokers, args.dir, config, link_rate=args.link_rate,
                     object_store_link_rate=args.object_store_link_rate, client_link_rate=args.client_link_rate)
         c.start(timeout=args.timeout)
-        print(f"cluster up: {args.system}, {args.brokers} broker(s)")
+        print(f"cluster up: {args.system}, {args.brokers} broker(s); default.replication.factor "
+              f"{config['default.replication.factor']}, min.insync.replicas {config['min.insync.replicas']}")
         if c.network is not None:
             n = c.network.to_dict()
             print(f"network: {n['subnet']} (namespaces {n['switch'][:-2]}*), links: "
@@ -59,22 +89,43 @@ def cmd_cluster(args) -> int:
         c.stop()
         print("cluster stopped")
         return 0
+    if args.action == "kill-broker":
+        bid = _broker(c, args.broker)
+        pid = c.brokers[bid].pid
+        if not alive(pid, c.dir):
+            print(f"broker {bid} is not running (pid {pid})")
+            return 0
+        c.kill_broker(bid)  # SIGKILL, only while the PID is still this cluster's broker
+        print(f"broker {bid} killed (SIGKILL, pid {pid})")
+        return 0
+    if args.action == "restart-broker":
+        bid = _broker(c, args.broker)
+        p = c.restart_broker(bid, timeout=args.timeout)  # waits until registered and unfenced
+        print(f"broker {bid} serving again on {p.host}:{p.port} (pid {p.pid})")
+        return 0
     return 2
 
 
 def add_parser(sub) -> None:
     cl = sub.add_parser("cluster", help="start, inspect or stop a cluster")
-    cl.add_argument("action", choices=["start", "status", "stop", "clean"],
+    cl.add_argument("action", choices=["start", "status", "stop", "clean", "kill-broker", "restart-broker"],
                     help="start a cluster in DIR; show its processes; stop them (safe to repeat); clean: stop "
-                         "what is left of it and remove its network, even after kill -9 of the harness")
+                         "what is left of it and remove its network, even after kill -9 of the harness; "
+                         "kill-broker: SIGKILL broker --broker (only if its PID is still the process this cluster "
+                         "started); restart-broker: start it again on its old port (in its namespace, if any) and "
+                         "wait until it is registered and unfenced")
     cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs (clean: also "
                                                  "a run directory of `bench run`)")
     cl.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help="the system under test")
     cl.add_argument("--brokers", type=int, default=3, help="number of brokers (default: 3)")
-    cl.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker/controller setting")
+    cl.add_argument("--config", action="append", metavar="KEY=VALUE",
+                    help="broker/controller setting under Kafka's name (repeatable); an unknown key or a bad "
+                         "value is refused before anything starts (exit code 2)")
     cl.add_argument("--timeout", type=float, default=60.0,
-                    help="seconds to wait for every process to serve (default: 60)")
+                    help="seconds to wait for every process to serve (start), or for the restarted broker to be "
+                         "registered and unfenced (restart-broker) (default: 60)")
     cl.add_argument("--json", action="store_true", help="status as JSON")
+    cl.add_argument("--broker", type=int, metavar="ID", help="kill-broker / restart-broker: the broker's id")
     cl.add_argument("--link-rate", metavar="RATE",
                     help="run every node in its own network namespace on a link of this rate, shaped both "
                          "ways (tc syntax: 100mbit, 1gbit; needs root or CAP_NET_ADMIN)")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from bench.scenario import ScenarioError, builtin_scenarios, expand, load_scenario, resolve_scenario
-from systems.registry import NAMES as SYSTEMS
+from systems.registry import LAUNCHED as SYSTEMS
 
 DEFAULT_SUITE = "default"
 
@@ -37,6 +37,23 @@ def cmd_run(args) -> int:
 
     sc_path = resolve_scenario(args.scenario)
     sc = load_scenario(sc_path, args.set or [])  # validated before anything starts
+    if args.external:
+        sc = external_scenario(sc, args)
+    elif args.client or args.client_env or args.command or args.label:
+        raise ScenarioError("--client, --client-env, --command and --label need --external BOOTSTRAP "
+                            "(or put them in the scenario's system section)")
+    if not sc.profile.launched:
+        # Reach the cluster once before any run: a wrong address or credentials fail here, fast.
+        from bench.run.external import ExternalCluster
+
+        probe = ExternalCluster(sc.system, sc.topic_prefix)
+        try:
+            facts = probe.connect()
+        finally:
+            probe.stop()
+        print(f"cluster at {sc.system.bootstrap}: brokers {sorted(int(b) for b in facts['brokers'])}, "
+              f"default.replication.factor {facts['defaults']['default.replication.factor']}, "
+              f"min.insync.replicas {facts['defaults']['min.insync.replicas']}", file=sys.stderr)
     sigterm_as_interrupt()
     results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
                                   keep_data=args.keep_data)
@@ -44,6 +61,46 @@ def cmd_run(args) -> int:
 
     print_comparison([(str(d), s) for d, s in results], title=f"{sc.name}")
     return 1 if any(s["checks"]["valid"] is False for _, s in results) else 0
+
+
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ScenarioError(f"{flag} {item}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def external_scenario(sc, args):
+    """The scenario pointed at the cluster at ``--external`` (bench.scenario.to_external); prints
+    what did not carry over."""
+    from bench.scenario import to_external
+
+    client: dict = _pairs(args.client, "--client")
+    client.update({k: {"env": v} for k, v in _pairs(args.client_env, "--client-env").items()})
+    ext, notes = to_external(sc, args.external, client=client, commands=_pairs(args.command, "--command"),
+                             label=args.label)
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    return ext
+
+
+def cmd_crosscheck(args) -> int:
+    from bench.run import crosscheck, runner
+
+    out = Path(args.out) if args.out else Path(args.results) / "crosscheck" / runner.timestamp()
+    out.mkdir(parents=True, exist_ok=False)
+    names = tuple(n for n in args.scenarios.split(",") if n)
+    for n in names:
+        load_scenario(resolve_scenario(n), args.set or [])  # every scenario valid before anything starts
+    sigterm_as_interrupt()
+    result = crosscheck.crosscheck(out, names, args.repetitions, tuple(args.set or ()),
+                                   say=lambda m: print(m, file=sys.stderr))
+    crosscheck.print_result(result)
+    print(f"{out / 'crosscheck.json'}")
+    return 0 if result["agrees"] else 1
 
 
 def cmd_analyze(args) -> int:
@@ -154,7 +211,30 @@ def add_parsers(sub, default_results: str = "results") -> None:
     r.add_argument("--results", default=default_results, help="results root (default: results)")
     r.add_argument("--no-progress", action="store_true", help="no live display")
     r.add_argument("--keep-data", action="store_true", help="keep the cluster's data files")
+    ext = r.add_argument_group("a cluster the harness does not start (any Kafka-compatible cluster)")
+    ext.add_argument("--external", metavar="HOST:PORT[,...]",
+                     help="run the scenario's load, prefill, moves and checks against the cluster at this "
+                          "bootstrap instead of starting one (its topics get the prefix bench.)")
+    ext.add_argument("--client", action="append", metavar="KEY=VALUE",
+                     help="a setting for every Kafka client of the run, librdkafka names "
+                          "(security.protocol=SASL_SSL, client.id=..., linger.ms=...); repeatable")
+    ext.add_argument("--client-env", action="append", metavar="KEY=ENV_VAR",
+                     help="a client setting read from an environment variable (secrets: the value is never "
+                          "written down); repeatable")
+    ext.add_argument("--command", action="append", metavar="ACTION=SHELL",
+                     help="how to act on a broker for a fault action, {broker} filled in: kill_broker=..., "
+                          "restart_broker=..., pause_broker=..., resume_broker=...; repeatable")
+    ext.add_argument("--label", help="what the report calls the cluster")
     r.set_defaults(func=cmd_run)
+
+    x = sub.add_parser("crosscheck", help="built-in runs vs the same scenarios against `bench cluster start` "
+                                          "clusters measured as external (protocol only)")
+    x.add_argument("--scenarios", default="reassign-one,broker-loss", help="comma-separated scenarios")
+    x.add_argument("--repetitions", type=int, default=3, help="runs per configuration and side (default: 3)")
+    x.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field of every scenario")
+    x.add_argument("--results", default=default_results, help="results root (default: results)")
+    x.add_argument("--out", help="output directory (default: RESULTS/crosscheck/<timestamp>)")
+    x.set_defaults(func=cmd_crosscheck)
 
     a = sub.add_parser("analyze", help="re-run the checkers on a stored run and rebuild its summary")
     a.add_argument("run_dir")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.history.names import EVENT_LOAD_STARTED, EVENT_RSS_SAMPLE
-from systems.registry import NAMES as SYSTEMS
+from systems.registry import LAUNCHED as SYSTEMS
 
 MiB = 1 << 20
 

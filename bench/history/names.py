@@ -37,6 +37,11 @@ EVENT_LEADER_CHANGE = "leader_change"
 EVENT_MOVE_COMPLETE = "move_complete"
 EVENT_MOVE_PHASE = "move_phase"  # {phase, seconds, bytes, action_id}
 EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
+# The protocol observer (bench/run/observe.py: poll_protocol), on any cluster
+EVENT_REASSIGNMENT_LISTED = "reassignment_listed"  # ListPartitionReassignments shows it {replicas, adding, removing}
+EVENT_REASSIGNMENT_CLEARED = "reassignment_cleared"  # no longer listed {replicas, listed_seconds}
+EVENT_LOG_DIRS = "log_dirs"  # DescribeLogDirs {sizes: {"topic-p": {broker: bytes}}, lags: {...}}
+EVENT_EXTERNAL_CLUSTER = "external_cluster"  # a cluster the harness did not start: what it found and set
 
 # Counter names
 COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> broker for a move (receiver)

@@ -42,6 +42,9 @@ class Cluster:
             self.profile = profile(system)
         except UnknownSystem as e:
             raise ClusterError(str(e)) from None
+        if not self.profile.launched:
+            raise ClusterError(f"system {system!r} is a cluster someone else runs: the harness does not start it "
+                               f"(name its bootstrap in the scenario's system section)")
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         self.system = system
@@ -266,6 +269,18 @@ class Cluster:
     def extra_processes(self) -> list[Proc]:
         """Processes besides controller and brokers (the profile's services)."""
         return [self.object_store] if self.object_store is not None else []
+
+    def processes(self) -> list[tuple[str, int]]:
+        """(name, pid) of every process of the cluster (the runner samples their CPU and memory)."""
+        out = [(NODE_CONTROLLER, self.controller.pid)] if self.controller is not None else []
+        out += [(broker_node(b), p.pid) for b, p in sorted(self.brokers.items())]
+        return out + [(f"extra-{p.id}", p.pid) for p in self.extra_processes()]
+
+    def broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    def prepare_topics(self, names: list[str]) -> None:
+        """Nothing to check: a cluster this launcher started for the run holds no other topics."""
 
     # -- the profile's object store --------------------------------------------------------------
     def start_object_store(self, timeout: float = 60.0) -> None:

@@ -23,9 +23,10 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from bench.run import clients
 from workloads.messages import PREFILL_HEADER, parse_headers
 
 PREFILL_RECORD_BYTES = 64 * 1024
@@ -43,7 +44,8 @@ class LoadError(RuntimeError):
 
 def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int, *,
             record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
-            timeout_s: float | None = None) -> dict[tuple[str, int], dict]:
+            timeout_s: float | None = None, client: Mapping[str, Any] | None = None,
+            ) -> dict[tuple[str, int], dict]:
     """Write ``bytes_per_partition`` value bytes into each (topic, partition). Returns per
     partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed
     record or if it does not finish within ``timeout_s`` (default: 300 s plus the bytes at
@@ -57,11 +59,10 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
     if bytes_per_partition <= 0 or not tps:
         return out
     errors: list[str] = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
-                  "linger.ms": 20, "batch.size": batch_bytes, "batch.num.messages": 100_000,
-                  "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
-                  "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),
-                  "client.id": "prefill"})
+    p = Producer(clients.librdkafka(bootstrap, {
+        "acks": "all", "enable.idempotence": False, "linger.ms": 20, "batch.size": batch_bytes,
+        "batch.num.messages": 100_000, "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
+        "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000), "client.id": "prefill"}, client))
     filler = bytes(range(256)) * (record_bytes // 256 + 1)
 
     def cb(err, msg):
@@ -109,7 +110,8 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
 
 
 def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[list[dict]], None], *,
-           timeout_s: float = 120.0, group: str = "bench-verify") -> dict[tuple[str, int], dict]:
+           timeout_s: float = 120.0, group: str = "bench-verify",
+           client: Mapping[str, Any] | None = None) -> dict[tuple[str, int], dict]:
     """Read every partition from offset 0 to the high watermark it has now; ``on_rows`` gets
     batches of ``read`` rows (harness messages with their id; prefill records as msg_id -1 are
     only counted). Returns per partition ``{high_watermark, read, prefill_read, complete,
@@ -117,10 +119,10 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     tps = list(tps)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                  "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                  "client.id": "verify"})
+    c = Consumer(clients.librdkafka(bootstrap, {
+        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
+        "auto.offset.reset": "earliest", "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 8 * 1024 * 1024, "client.id": "verify"}, client))
     stats = {tp: {"high_watermark": None, "read": 0, "prefill_read": 0, "complete": False, "error": None}
              for tp in tps}
     deadline = time.monotonic() + timeout_s
@@ -241,7 +243,7 @@ def drive(spec: dict[str, Any]) -> int:
         kafka_bootstrap=spec["bootstrap"], kafka_topics=topics, kafka_message_bytes=spec["message_bytes"],
         kafka_rate=spec["rate"], kafka_users=spec["producers"], kafka_key_distribution=spec["key_distribution"],
         kafka_shape=spec["shape"]["kind"], kafka_duration_s=spec["duration_s"], kafka_drain_s=spec["drain_s"],
-        kafka_producer_config=json.dumps(spec.get("producer_config") or {}),
+        kafka_producer_config=json.dumps(clients.resolve(spec.get("client"))),
     )
     shape_params = {k: v for k, v in spec["shape"].items() if k != "kind"}
     shape = make_shape(spec["shape"]["kind"], spec["rate"], spec["duration_s"], spec["producers"], hold=True,

@@ -1,6 +1,11 @@
 """What the runner watches while a run goes on: the cluster's metadata as a client sees it, the
-CPU and memory of every process, and, with emulated links, the bytes on every link. All write their
-observations into the run's history."""
+cluster's reassignments and replica sizes as the Kafka protocol reports them, the CPU and memory of
+every process, and, with emulated links, the bytes on every link. All write their observations
+into the run's history.
+
+The metadata poller and the protocol observer need nothing but the Kafka protocol, so they watch
+any cluster the same way; on the harness's own systems their view runs side by side with the
+brokers' journals (bench/history/journal.py), and the two can be compared."""
 from __future__ import annotations
 
 import json
@@ -12,12 +17,16 @@ from typing import Any
 
 import psutil
 
-from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_RSS_SAMPLE,
-                                 SOURCE_CLIENT, broker_node)
+from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_LOG_DIRS,
+                                 EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
+                                 SOURCE_CLIENT)
 from bench.history.store import event_row
 from bench.run.network import Network, rate_bits
 
 POLL_INTERVAL_S = 0.1  # client-side metadata poller
+# The protocol observer: ListPartitionReassignments every tick, DescribeLogDirs every other one.
+PROTOCOL_POLL_S = 0.25
+LOG_DIRS_EVERY = 2
 
 log = logging.getLogger("bench.run.observe")
 
@@ -78,16 +87,11 @@ def sample_processes(run: Any, until: float) -> None:
     while time.time() < until and not run.state.stop.is_set():
         track("load", run.load_proc.pid if run.load_proc else None)
         track("harness", os.getpid())
-        cluster = run.cluster
-        if cluster is not None:
-            track("controller", cluster.controller.pid if cluster.controller else None)
-            for bid, p in list(cluster.brokers.items()):
-                name = broker_node(bid)
-                if name in procs and procs[name].pid != p.pid:
+        if run.cluster is not None:
+            for name, pid in run.cluster.processes():
+                if name in procs and procs[name].pid != pid:
                     del procs[name]  # restarted
-                track(name, p.pid)
-            for p in cluster.extra_processes():
-                track(f"extra-{p.id}", p.pid)
+                track(name, pid)
         run.state.stop.wait(1.0)
         ts = time.time()
         cpu, rss = {}, {}
@@ -139,3 +143,80 @@ def sample_links(run: Any, network: Network, until: float) -> None:
                                 "rate_bits": rate_bits(network.rates[node])}
         prev, t_prev = now, ts
         run.event(EVENT_LINK_SAMPLE, detail, ts=ts)
+
+
+def poll_protocol(run: Any, admin, topics: list[str]) -> None:
+    """The protocol-only view of moves, every :data:`PROTOCOL_POLL_S` seconds until the run stops:
+
+    * ListPartitionReassignments: a partition that appears is a ``reassignment_listed`` event
+      {replicas, adding, removing}, one that is gone again ``reassignment_cleared`` (the cluster's
+      own "move complete", to within one poll);
+    * DescribeLogDirs of each broker (every :data:`LOG_DIRS_EVERY` ticks): a ``log_dirs`` event
+      {sizes: {"topic-partition": {broker: bytes}}, lags: {...: {broker: offset lag}}} for the
+      run's topics (a broker that does not answer is left out of that sample).
+
+    Both carry the ``action_id`` of the move that was moving the partition, if any."""
+    listed: dict[tuple[str, int], dict] = {}
+    wanted = set(topics)
+    tick = 0
+    while not run.state.stop.is_set():
+        t0 = time.time()
+        try:
+            ongoing = admin.list_partition_reassignments(timeout_ms=2000)
+        except Exception as exc:  # a broker down or the controller moving: next tick
+            log.debug("ListPartitionReassignments failed: %s", exc)
+            ongoing = None
+        ts = time.time()
+        if ongoing is not None:
+            now: dict[tuple[str, int], dict] = {}
+            for tp, r in ongoing.items():
+                if tp.topic in wanted:
+                    now[(tp.topic, tp.partition)] = {"replicas": list(r.get("replicas") or []),
+                                                     "adding": list(r.get("adding_replicas") or []),
+                                                     "removing": list(r.get("removing_replicas") or [])}
+            rows = []
+            for tp in sorted(set(now) - set(listed)):
+                rows.append(_tp_event(run, EVENT_REASSIGNMENT_LISTED, tp, ts, now[tp]))
+                listed[tp] = {**now[tp], "ts": ts}
+            for tp in sorted(set(listed) - set(now)):
+                seen = listed.pop(tp)
+                rows.append(_tp_event(run, EVENT_REASSIGNMENT_CLEARED, tp, ts,
+                                      {"replicas": seen["replicas"], "listed_seconds": round(ts - seen["ts"], 3)}))
+            if rows:
+                run.history.extend(rows)
+        if tick % LOG_DIRS_EVERY == 0:
+            sample_log_dirs(run, admin, wanted)
+        tick += 1
+        run.state.stop.wait(max(0.0, PROTOCOL_POLL_S - (time.time() - t0)))
+
+
+def _tp_event(run: Any, name: str, tp: tuple[str, int], ts: float, detail: dict) -> dict:
+    d = {"topic": tp[0], "partition": tp[1], **detail}
+    aid = run.windows.action_for(tp, ts)
+    if aid is not None:
+        d["action_id"] = aid
+    return event_row(name, ts, d, topic=tp[0], partition=tp[1])
+
+
+def sample_log_dirs(run: Any, admin, topics: set[str]) -> None:
+    sizes: dict[str, dict[str, int]] = {}
+    lags: dict[str, dict[str, int]] = {}
+    for b in run.cluster.broker_ids():
+        try:
+            res = admin.describe_log_dirs(topic_partitions=sorted(topics), brokers=[b])
+        except Exception as exc:  # that broker is down: the sample lacks it
+            log.debug("DescribeLogDirs of broker %s failed: %s", b, exc)
+            continue
+        for entry in res:
+            for d in entry.get("log_dirs", []):
+                if d.get("error_code"):
+                    continue
+                for t in d.get("topics", []):
+                    if t.get("name") not in topics:
+                        continue
+                    for p in t.get("partitions", []):
+                        key = f"{t['name']}-{p['partition_index']}"
+                        sizes.setdefault(key, {})[str(b)] = int(p.get("partition_size", 0))
+                        lags.setdefault(key, {})[str(b)] = int(p.get("offset_lag", 0))
+    if sizes:
+        run.event(EVENT_LOG_DIRS, {"sizes": sizes, "lags": lags})

@@ -52,6 +52,7 @@ from bench.check import summary as summary_mod
 from bench.history.journal import MoveWindows, translate_all
 from bench.history.names import (
     EVENT_CLUSTER_STARTED,
+    EVENT_EXTERNAL_CLUSTER,
     EVENT_HARNESS_ERROR,
     EVENT_JOURNAL_TRANSLATED,
     EVENT_LOAD_FINISHED,
@@ -64,8 +65,9 @@ from bench.history.names import (
     EVENT_VERIFY,
 )
 from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
-from bench.run import observe, provenance
+from bench.run import clients, observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
+from bench.run.external import ExternalCluster
 from bench.run.load import prefill, verify
 from bench.run.network import rate_bits
 from bench.run.progress import Progress
@@ -99,8 +101,8 @@ def broker_config(sc: Scenario) -> dict[str, str]:
 
 def topic_configs(sc: Scenario, topic: Topic) -> dict[str, str]:
     cfg = sc.profile.topic_configs(sc.settings())
-    if sc.replication_factor(topic) > 1:
-        cfg["min.insync.replicas"] = str(sc.min_insync_replicas(topic))
+    # Always on the topic: a cluster's own default may be above the topic's replication factor.
+    cfg["min.insync.replicas"] = str(sc.min_insync_replicas(topic))
     return cfg
 
 
@@ -139,6 +141,7 @@ class Run:
         self.history: HistoryWriter | None = None
         self.threads: list[threading.Thread] = []
         self._admin_client = None
+        self._observer_client = None
         self._hist_lock = threading.Lock()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -180,6 +183,14 @@ class Run:
     # -- the run -----------------------------------------------------------------------------
 
     def execute(self) -> dict[str, Any]:
+        if not self.sc.profile.launched:
+            # Before anything is written: the cluster's brokers and defaults complete the scenario
+            # (its topics get the run's prefix); an unreachable cluster fails here, fast.
+            self.cluster = ExternalCluster(self.sc.system, self.sc.topic_prefix)
+            facts = self.cluster.connect()
+            self.sc = self.sc.for_cluster(self.cluster.broker_ids(), facts["defaults"]["default.replication.factor"],
+                                          facts["defaults"]["min.insync.replicas"])
+            self.state = RunState(self.run_id, self.sc)
         sc = self.sc
         self.dir.mkdir(parents=True, exist_ok=False)
         self.logs.mkdir()
@@ -194,6 +205,7 @@ class Run:
         self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
                                  "provenance": provenance.collect(links_emulated=sc.network.link_rate is not None),
+                                 "client_settings": clients.applied(sc.system.client),
                                  "configuration": summary_mod.configuration_of(sc), "params": params,
                                  "matrix": self.matrix, "config_id": self.config_id,
                                  "repetition": self.repetition, "repetitions": sc.repetitions}, ts=started)
@@ -228,24 +240,29 @@ class Run:
         sc, st = self.sc, self.state
         st.phase = "cluster start"
         self._notify()
-        # The cluster works in a short temporary directory (unix socket paths are limited to ~107
-        # bytes, and run directories can be deep); its logs and events are collected at the end.
-        self.cluster_tmp = Path(tempfile.mkdtemp(prefix="rb-", dir=os.environ.get("BENCH_CLUSTER_TMP")))
-        # So `cluster clean --dir RUN_DIR` finds the cluster after a kill -9 of this process.
-        (self.dir / RUN_POINTER).write_text(str(self.cluster_tmp) + "\n")
-        # With a link rate the nodes run in their own namespaces; everything the runner starts
-        # (load, verifying consumer, admin clients, poller) stays here and reaches them through
-        # the client link, via cluster.bootstrap.
-        self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc),
-                               link_rate=sc.network.link_rate,
-                               object_store_link_rate=sc.network.object_store_link_rate,
-                               client_link_rate=sc.network.client_link_rate)
+        if self.cluster is None:
+            # The cluster works in a short temporary directory (unix socket paths are limited to
+            # ~107 bytes, and run directories can be deep); its logs and events are collected at
+            # the end.
+            self.cluster_tmp = Path(tempfile.mkdtemp(prefix="rb-", dir=os.environ.get("BENCH_CLUSTER_TMP")))
+            # So `cluster clean --dir RUN_DIR` finds the cluster after a kill -9 of this process.
+            (self.dir / RUN_POINTER).write_text(str(self.cluster_tmp) + "\n")
+            # With a link rate the nodes run in their own namespaces; everything the runner starts
+            # (load, verifying consumer, admin clients, poller) stays here and reaches them through
+            # the client link, via cluster.bootstrap.
+            self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc),
+                                   link_rate=sc.network.link_rate,
+                                   object_store_link_rate=sc.network.object_store_link_rate,
+                                   client_link_rate=sc.network.client_link_rate)
         self.cluster.start(timeout=self.start_timeout_s)
+        if self.cluster.dir is None:
+            self.event(EVENT_EXTERNAL_CLUSTER, {**self.cluster.facts(), "set": self.cluster.config})
         network = self.cluster.network.to_dict() if self.cluster.network else None
         self.event(EVENT_CLUSTER_STARTED, {"bootstrap": self.cluster.bootstrap, "config": self.cluster.config,
-                                       "brokers": sorted(self.cluster.brokers), "network": network})
+                                       "brokers": self.cluster.broker_ids(), "network": network})
         self._create_topics()
         self._start_poller()
+        self._start_observer()
         self._wait_partitions(lambda m: m["leader"] >= 0, 30.0, "partitions without a leader")
         if sc.prefill.bytes_per_partition:
             st.phase = "prefill"
@@ -254,7 +271,7 @@ class Run:
             t0 = time.time()
             with self._fast_links():
                 res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
-                              batch_bytes=sc.prefill.batch_bytes)
+                              batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
                 for (t, p), r in res.items():
                     self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
                                topic=t, partition=p)
@@ -297,7 +314,7 @@ class Run:
         timeout = 120.0 + len(tps) * sc.prefill.bytes_per_partition / VERIFY_MIN_BYTES_PER_S
         with self._fast_links(settle=False):  # the cluster stops after it
             res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
-                         group=f"verify-{self.run_id}"[:200])
+                         group=f"verify-{self.run_id}"[:200], client=sc.system.client)
         for (t, p), r in res.items():
             self.event(EVENT_VERIFY, {"topic": t, "partition": p, **r}, topic=t, partition=p)
         st.verify = {f"{t}-{p}": r for (t, p), r in res.items()}
@@ -345,16 +362,14 @@ class Run:
 
     def admin(self):
         if self._admin_client is None:
-            from kafka.admin import KafkaAdminClient
-
-            self._admin_client = KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap, request_timeout_ms=15000,
-                                          client_id="bench-runner")
+            self._admin_client = clients.admin(self.cluster.bootstrap, self.sc.system.client, "bench-runner")
         return self._admin_client
 
     def _create_topics(self) -> None:
         from kafka.admin import NewTopic
 
         plan = self.sc.placement()
+        self.cluster.prepare_topics([t.name for t in self.sc.workload.topics])
         cfg = {t.name: topic_configs(self.sc, t) for t in self.sc.workload.topics}
         topics = [NewTopic(t.name, -1, -1, replica_assignments=plan[t.name], topic_configs=cfg[t.name])
                   for t in self.sc.workload.topics]
@@ -386,10 +401,18 @@ class Run:
     def _start_poller(self) -> None:
         from confluent_kafka.admin import AdminClient
 
-        client = AdminClient({"bootstrap.servers": self.cluster.bootstrap, "client.id": "bench-poller",
-                              "socket.timeout.ms": 2000})
+        client = AdminClient(clients.librdkafka(self.cluster.bootstrap, {"client.id": "bench-poller",
+                                                                         "socket.timeout.ms": 2000},
+                                                self.sc.system.client))
         topics = [t.name for t in self.sc.workload.topics]
         self.thread(observe.poll_metadata, "poller", self, client, topics)
+
+    def _start_observer(self) -> None:
+        # Its own admin client: kafka-python's is not thread-safe and the timeline uses the runner's.
+        self._observer_client = clients.admin(self.cluster.bootstrap, self.sc.system.client, "bench-observer",
+                                              request_timeout_ms=5000)
+        self.thread(observe.poll_protocol, "observer", self, self._observer_client,
+                    [t.name for t in self.sc.workload.topics])
 
     # -- load process ------------------------------------------------------------------------
 
@@ -400,7 +423,8 @@ class Run:
                 "topics": [{"name": t.name, "partitions": t.partitions, "producers": t.producers} for t in wl.topics],
                 "message_bytes": wl.message_bytes, "rate": wl.produce_rate_msgs_per_s, "producers": wl.producers,
                 "key_distribution": wl.key_distribution, "shape": shape, "duration_s": wl.duration_s,
-                "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet")}
+                "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet"),
+                "client": clients.plain(self.sc.system.client)}
 
     def _start_load(self) -> None:
         spec_path = self.logs / "load-spec.json"
@@ -479,11 +503,12 @@ class Run:
             log.exception("stopping the load process")
         for t in self.threads:
             t.join(timeout=5)
-        if self._admin_client is not None:
-            try:
-                self._admin_client.close()
-            except Exception:
-                pass
+        for c in (self._admin_client, self._observer_client):
+            if c is not None:
+                try:
+                    c.close()
+                except Exception:
+                    pass
         if self.cluster is not None:
             try:
                 self.cluster.stop()
@@ -503,6 +528,8 @@ class Run:
         run_dir/cluster-data with --keep-data)."""
         from systems.core.events import read_events
 
+        if self.cluster.dir is None:  # not started here: no journals, no logs of its own
+            return
         cdir = Path(self.cluster.dir)
         if not cdir.is_dir():
             return

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from bench.run import runner
 from bench.scenario import load_scenario, resolve_scenario
-from systems.registry import NAMES
+from systems.registry import LAUNCHED as NAMES
 from bench.check.summary import comparison_rows, print_comparison
 
 REPETITIONS = 3  # runs per configuration: the least that gives a median and a spread

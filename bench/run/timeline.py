@@ -121,14 +121,14 @@ def move(run: Any, i: int, a: Action, t_zero: float) -> None:
     """reassign, move_set, add_broker_and_rebalance, drain_broker: plan, request, watch."""
     st = run.state.actions[i]
     base = _base(i, a)
-    brokers = sorted(run.cluster.brokers)
+    brokers = run.cluster.broker_ids()
     if a.kind == "add_broker_and_rebalance":
         new = run.sc.added_broker_ids()[i]
         t0 = time.time()
         run.event(EVENT_BROKER_STARTING, {**base, "broker": new})
         run.cluster.start_broker(new, timeout=60)
         run.event(EVENT_BROKER_STARTED, {**base, "broker": new, "seconds": time.time() - t0})
-        plan = rebalance_plan(run.state.metadata_snapshot(), sorted(run.cluster.brokers), new)
+        plan = rebalance_plan(run.state.metadata_snapshot(), run.cluster.broker_ids(), new)
     elif a.kind == "drain_broker":
         plan = drain_plan(run.state.metadata_snapshot(), brokers, a.broker, a.to)
     else:

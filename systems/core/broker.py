@@ -17,18 +17,21 @@ import time
 import uuid
 
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-                                  CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-                                  DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse,
-                                  DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+                                  CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                  CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+                                  DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+                                  ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
                                   IncrementalAlterConfigsResponse, ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
                                      ProduceResponse)
 
 from . import errors
-from .config import resolve
+from .config import (TOPIC_CONFIGS, TOPIC_DEFAULTS, TOPIC_SYNONYMS, ConfigError, check, describe_value, known,
+                     resolve)
 from .events import EventLog
 from .metadata import MetadataImage, PartitionInfo
 from .rpc import RpcClient, RpcError, RpcUnavailable
@@ -36,12 +39,20 @@ from .server import KafkaServer
 
 log = logging.getLogger("broker")
 LATEST, EARLIEST = -1, -2
+# DescribeConfigs config_source values (Kafka's DescribeConfigsResponse.ConfigSource)
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+# DescribeConfigs config_type values
+BOOLEAN, STRING, INT, LONG, DOUBLE, PASSWORD = 1, 2, 3, 5, 6, 9
 
 
 class Backend:
     """What a storage design provides to the broker runtime."""
 
     name = "base"
+    # The backend's own settings besides systems.core.config.DEFAULTS, with their defaults: the
+    # broker refuses any other key at startup.
+    CONFIG_DEFAULTS: dict[str, object] = {}
 
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -67,15 +78,27 @@ class Backend:
     def metrics(self) -> dict:
         return {}
 
+    def log_dir(self) -> str:
+        """The directory DescribeLogDirs names as this broker's (only) log dir."""
+        return os.path.abspath(self.broker.dir)
+
+    def replica_log(self, part) -> tuple[int, int]:
+        """(partition_size, offset_lag) of this broker's replica for DescribeLogDirs: the bytes of
+        its log here, and how far it is behind the leader (0 for the leader)."""
+        return int(part.store.size_bytes), 0
+
 
 class Broker:
     def __init__(self, broker_id: int, host: str, port: int, data_dir: str, controller: tuple[str, int],
                  config: dict | None, backend_cls, port_file: str | None = None):
         self.id = broker_id
         self.host, self.port = host, port
+        own = getattr(backend_cls, "CONFIG_DEFAULTS", {})
+        self.config_defaults = known(own)  # every key this broker knows, with its default
+        self.static_config = check(config or {}, own)  # the --config values (ConfigError if unknown)
+        self.config = resolve(config, own)
         self.dir = data_dir
         os.makedirs(data_dir, exist_ok=True)
-        self.config = resolve(config)
         self.controller_addr = controller
         self.rpc = RpcClient(*controller)
         self.image = MetadataImage()
@@ -84,6 +107,7 @@ class Broker:
         self.cluster_id = None
         self.port_file = port_file
         self.server = KafkaServer(self.config["socket.request.max.bytes"])
+        self.server.on_client = self._on_client
         self.events = EventLog(os.path.join(data_dir, "events.jsonl"), broker_id)
         self.backend: Backend = backend_cls(self)
         self._offset_waiters: list[tuple[int, asyncio.Future]] = []
@@ -108,6 +132,21 @@ class Broker:
         s.register(ListPartitionReassignmentsRequest, 0, 0, self.handle_list_reassignments)
         s.register(IncrementalAlterConfigsRequest, 0, 1, self.handle_incremental_alter_configs)
         s.register(DescribeConfigsRequest, 1, 4, self.handle_describe_configs)
+        s.register(DescribeLogDirsRequest, 0, 5, self.handle_describe_log_dirs)
+        s.register(ElectLeadersRequest, 0, 2, self.handle_elect_leaders)
+        s.register(CreatePartitionsRequest, 0, 3, self.handle_create_partitions)
+
+    def _on_client(self, conn, header, req) -> None:
+        """One journal line per client connection, from its first request (the brokers' own
+        replica fetchers connect as `replica-fetcher-<broker id>`)."""
+        peer = conn.peer
+        fields = {"client_id": header.client_id,
+                  "peer": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer),
+                  "client_software_name": None, "client_software_version": None}
+        if isinstance(req, ApiVersionsRequest) and header.request_api_version >= 3:
+            fields["client_software_name"] = req.client_software_name
+            fields["client_software_version"] = req.client_software_version
+        self.events.emit("client_connected", **fields)
 
     async def start(self) -> None:
         self.port = await self.server.start(self.host, self.port)
@@ -227,6 +266,15 @@ class Broker:
         self.backend.on_metadata(changed)
 
     # -- helpers ------------------------------------------------------------
+    def setting(self, key: str):
+        """A broker setting as Kafka resolves it: dynamic for this broker, dynamic cluster default
+        (IncrementalAlterConfigs), then static (--config) or default."""
+        for res in (f"broker:{self.id}", "broker:"):
+            v = self.image.configs.get(res, {}).get(key)
+            if v is not None:
+                return v
+        return self.config.get(key)
+
     def controller_id(self) -> int:
         # KRaft brokers name a live broker as "controller": admin requests sent
         # there are forwarded to the real controller.
@@ -302,7 +350,7 @@ class Broker:
                                 err = part.check_min_isr() if hasattr(part, "check_min_isr") else errors.NONE
                             if err == errors.NONE:
                                 max_msg = int(self.image.topic_config(name, "max.message.bytes",
-                                                                      self.config["message.max.bytes"]))
+                                                                      self.setting("message.max.bytes")))
                                 base, last = part.append(pd.records, max_msg)
                         except errors.KafkaError as e:
                             err, msg = e.code, e.message
@@ -538,32 +586,167 @@ class Broker:
             R.AlterConfigsResourceResponse(error_code=e, error_message=m, resource_type=t, resource_name=n)
             for e, m, t, n in out])
 
+    def _broker_layers(self, key: str, broker: str | None) -> list[tuple[str, str | None, int]]:
+        """Where a broker setting's value comes from, highest precedence first:
+        [(name, value, config_source)] (Kafka's synonyms)."""
+        out = []
+        for res, src in (((f"broker:{broker}", DYNAMIC_BROKER_CONFIG),) if broker is not None else ()) + \
+                (("broker:", DYNAMIC_DEFAULT_BROKER_CONFIG),):
+            v = self.image.configs.get(res, {}).get(key)
+            if v is not None:
+                out.append((key, str(v), src))
+        if self.static_config.get(key) is not None:
+            out.append((key, describe_value(key, self.static_config[key]), STATIC_BROKER_CONFIG))
+        if key in self.config_defaults:
+            out.append((key, describe_value(key, self.config_defaults[key]), DEFAULT_CONFIG))
+        return out
+
+    def _topic_layers(self, ti, key: str) -> list[tuple[str, str | None, int]]:
+        out = []
+        for src in (self.image.configs.get(ti.name, {}), ti.configs):
+            if src.get(key) is not None:
+                out.append((key, str(src[key]), DYNAMIC_TOPIC_CONFIG))
+                break
+        if key in TOPIC_SYNONYMS:
+            out += self._broker_layers(TOPIC_SYNONYMS[key], str(self.id))
+        elif key in TOPIC_DEFAULTS:
+            out.append((key, TOPIC_DEFAULTS[key], DEFAULT_CONFIG))
+        return out
+
+    def _config_entry(self, R, name: str, layers: list, synonyms: bool, read_only: bool = False):
+        sensitive = "secret" in name or "access.key" in name
+        value, source = (layers[0][1], layers[0][2]) if layers else (None, DEFAULT_CONFIG)
+        default = self.config_defaults.get(name, TOPIC_DEFAULTS.get(name))
+        if sensitive:
+            ctype = PASSWORD
+        elif isinstance(default, bool) or value in ("true", "false"):
+            ctype = BOOLEAN
+        elif isinstance(default, float):
+            ctype = DOUBLE
+        elif isinstance(default, int) or name.endswith((".rate", ".ms", ".bytes")):
+            ctype = LONG if name.endswith((".ms", ".bytes", ".rate")) else INT
+        else:
+            ctype = STRING
+        S = R.DescribeConfigsResult.DescribeConfigsResourceResult
+        return S(name=name, value=None if sensitive else value, read_only=read_only, config_source=source,
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=sensitive,
+                 synonyms=[S.DescribeConfigsSynonym(name=n, value=None if sensitive else v, source=src)
+                           for n, v, src in layers] if synonyms else [],
+                 config_type=ctype, documentation=None)
+
     async def handle_describe_configs(self, req, header, conn):
+        """Topic (type 2) and broker (type 4) resources, every known setting with Kafka's
+        config_source (DYNAMIC_TOPIC 1, DYNAMIC_BROKER 2, DYNAMIC_DEFAULT_BROKER 3, STATIC_BROKER 4,
+        DEFAULT 5). A broker resource is a broker id or "" (the cluster-wide defaults: dynamic
+        defaults over the static settings every broker of the cluster is started with)."""
         R = DescribeConfigsResponse
+        synonyms = bool(getattr(req, "include_synonyms", False))
         results = []
         for res in req.resources:
-            err, msg, entries = errors.NONE, None, {}
+            err, msg, entries = errors.NONE, None, []
+            keys = res.configuration_keys
             if res.resource_type == 2:
                 ti = self.image.topics.get(res.resource_name)
                 if ti is None:
                     err, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
                 else:
-                    entries = {**ti.configs, **self.image.configs.get(ti.name, {})}
+                    names = TOPIC_CONFIGS | set(ti.configs) | set(self.image.configs.get(ti.name, {}))
+                    entries = [self._config_entry(R, k, self._topic_layers(ti, k), synonyms) for k in sorted(names)
+                               if keys is None or k in keys]
             elif res.resource_type == 4:
-                entries = {k: v for k, v in self.config.items() if v is not None}
-                entries.update(self.image.configs.get("broker:", {}))
-                entries.update(self.image.configs.get(f"broker:{res.resource_name}", {}))
+                name = res.resource_name
+                bid = None
+                if name:
+                    try:
+                        bid = int(name)
+                    except ValueError:
+                        bid = None
+                    if bid is None or (bid != self.id and bid not in self.image.brokers):
+                        err, msg = errors.INVALID_REQUEST, (f"Unexpected broker id, expected {self.id} or empty "
+                                                            f"string, but received {name}")
+                if err == errors.NONE:
+                    scope = str(bid) if bid is not None else None
+                    names = set(self.config_defaults) | set(self.image.configs.get("broker:", {}))
+                    if scope is not None:
+                        names |= set(self.image.configs.get(f"broker:{scope}", {}))
+                    entries = [self._config_entry(R, k, self._broker_layers(k, scope), synonyms)
+                               for k in sorted(names) if keys is None or k in keys]
+                    fixed = {"log.dirs": self.backend.log_dir()}
+                    if bid is not None:
+                        fixed.update({"broker.id": str(bid), "node.id": str(bid)})
+                    entries += [self._config_entry(R, k, [(k, v, STATIC_BROKER_CONFIG)], synonyms, read_only=True)
+                                for k, v in sorted(fixed.items()) if keys is None or k in keys]
             else:
                 err, msg = errors.INVALID_REQUEST, f"resource type {res.resource_type} not supported"
-            keys = res.configuration_keys
             results.append(R.DescribeConfigsResult(
                 error_code=err, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name,
-                configs=[R.DescribeConfigsResult.DescribeConfigsResourceResult(
-                    name=k, value=str(v).lower() if isinstance(v, bool) else str(v), read_only=False,
-                    config_source=1, is_default=False, is_sensitive=False, synonyms=[], config_type=0,
-                    documentation=None)
-                    for k, v in sorted(entries.items()) if keys is None or k in keys]))
+                configs=entries))
         return R(version=header.request_api_version, throttle_time_ms=0, results=results)
+
+    # -- DescribeLogDirs, ElectLeaders, CreatePartitions -------------------------------
+    async def handle_describe_log_dirs(self, req, header, conn):
+        """One log dir per broker with every replica it holds (topics null: all); unknown topics
+        and partitions are left out, as Kafka does."""
+        R = DescribeLogDirsResponse
+        wanted: dict[str, set[int]] | None = None
+        if req.topics is not None:
+            wanted = {}
+            for t in req.topics:
+                wanted.setdefault(t.topic, set()).update(t.partitions)
+        by_topic: dict[str, list] = {}
+        for (topic, idx), part in sorted(self.partitions.items()):
+            if wanted is not None and idx not in wanted.get(topic, ()):
+                continue
+            size, lag = self.backend.replica_log(part)
+            by_topic.setdefault(topic, []).append(R.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                partition_index=idx, partition_size=size, offset_lag=lag, is_future_key=False))
+        path = self.backend.log_dir()
+        try:
+            st = os.statvfs(path)
+            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        except OSError:
+            total = usable = -1
+        result = R.DescribeLogDirsResult(
+            error_code=errors.NONE, log_dir=path, total_bytes=total, usable_bytes=usable, is_cordoned=False,
+            topics=[R.DescribeLogDirsResult.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in by_topic.items()])
+        return R(version=header.request_api_version, throttle_time_ms=0, error_code=errors.NONE, results=[result])
+
+    async def handle_elect_leaders(self, req, header, conn):
+        v = header.request_api_version
+        R = ElectLeadersResponse
+        election_type = req.election_type if v >= 1 else 0
+        parts = None
+        if req.topic_partitions is not None:
+            parts = [[t.topic, i] for t in req.topic_partitions for i in t.partitions]
+        try:
+            results = (await self.forward("elect_leaders", election_type=election_type, partitions=parts))["results"]
+        except (RpcUnavailable, RpcError) as e:
+            if v >= 1:
+                return R(version=v, throttle_time_ms=0, error_code=errors.REQUEST_TIMED_OUT,
+                         replica_election_results=[])
+            results = [{"topic": t, "partition": i, "error_code": errors.REQUEST_TIMED_OUT, "error_message": str(e)}
+                       for t, i in parts or []]
+        by_topic: dict[str, list] = {}
+        for r in results:
+            by_topic.setdefault(r["topic"], []).append(R.ReplicaElectionResult.PartitionResult(
+                partition_id=r["partition"], error_code=r["error_code"], error_message=r.get("error_message")))
+        return R(version=v, throttle_time_ms=0, error_code=errors.NONE, replica_election_results=[
+            R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+    async def handle_create_partitions(self, req, header, conn):
+        R = CreatePartitionsResponse
+        topics = [{"name": t.name, "count": t.count,
+                   "assignments": [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None}
+                  for t in req.topics]
+        try:
+            res = await self.forward("create_partitions", topics=topics, validate_only=bool(req.validate_only))
+            results = res["results"]
+        except (RpcUnavailable, RpcError) as e:
+            results = [{"name": t["name"], "error_code": errors.REQUEST_TIMED_OUT, "error_message": str(e)}
+                       for t in topics]
+        return R(version=header.request_api_version, throttle_time_ms=0, results=[
+            R.CreatePartitionsTopicResult(name=r["name"], error_code=r["error_code"],
+                                          error_message=r.get("error_message")) for r in results])
 
     # -- producers ----------------------------------------------------------
     async def handle_init_producer_id(self, req, header, conn):
@@ -613,8 +796,11 @@ def load_backend(module: str):
 async def amain(args) -> None:
     host, port = args.controller.rsplit(":", 1)
     overrides = json.loads(args.config) if args.config else {}
-    broker = Broker(args.id, args.host, args.port, args.dir, (host, int(port)), overrides,
-                    load_backend(args.backend), args.port_file)
+    try:
+        broker = Broker(args.id, args.host, args.port, args.dir, (host, int(port)), overrides,
+                        load_backend(args.backend), args.port_file)
+    except ConfigError as e:
+        raise SystemExit(f"broker {args.id}: {e}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):

@@ -18,7 +18,7 @@ import time
 import uuid
 
 from . import errors
-from .config import TOPIC_CONFIGS, as_bool, resolve
+from .config import TOPIC_CONFIGS, ConfigError, as_bool, resolve
 from .events import EventLog
 from .metadata import MetadataImage, PartitionInfo
 from .metalog import MetadataLog
@@ -39,6 +39,15 @@ class ControllerExtension:
     def on_topic_created(self, topic_id: str) -> list[dict]:
         """Extra records to commit for a new topic."""
         return []
+
+    def on_partitions_created(self, topic_id: str, partitions: list[int]) -> list[dict]:
+        """Extra records to commit for partitions added to an existing topic (CreatePartitions)."""
+        return []
+
+    def elect_leader(self, p: PartitionInfo, election_type: int) -> tuple[int, str | None, list[dict]] | None:
+        """ElectLeaders for one partition: (error code, message, records), or None for the
+        core's election (Kafka's: the preferred replica if it is in the ISR)."""
+        return None
 
     def validate_reassignment(self, p: PartitionInfo, target: list[int]) -> tuple[int, str] | None:
         return None
@@ -65,10 +74,12 @@ class ControllerExtension:
 
 
 class Controller:
-    def __init__(self, data_dir: str, config: dict | None = None):
+    def __init__(self, data_dir: str, config: dict | None = None, config_defaults: dict | None = None):
+        # config_defaults: the system's own keys (its extension modules' CONFIG_DEFAULTS);
+        # an unknown key raises ConfigError before anything is created or opened.
+        self.config = resolve(config, config_defaults)
         self.dir = data_dir
         os.makedirs(data_dir, exist_ok=True)
-        self.config = resolve(config)
         self.metalog = MetadataLog(os.path.join(data_dir, "metadata.log"))
         self.events = EventLog(os.path.join(data_dir, "events.jsonl"), "controller")
         self.image = MetadataImage()
@@ -95,6 +106,8 @@ class Controller:
             "alloc_producer_ids": self.alloc_producer_ids,
             "alter_configs": self.alter_configs,
             "alter_reassignments": self.alter_reassignments,
+            "elect_leaders": self.elect_leaders,
+            "create_partitions": self.create_partitions,
             "describe": self.describe,
         }
         # Storage designs extend the controller (see ControllerExtension); the
@@ -142,9 +155,15 @@ class Controller:
         b = self.image.brokers.get(broker_id)
         return b is not None and not b.fenced
 
+    def setting(self, key: str):
+        """A cluster-wide setting: a dynamic default (IncrementalAlterConfigs on broker "") wins
+        over the static value."""
+        v = self.image.configs.get("broker:", {}).get(key)
+        return self.config[key] if v is None else v
+
     def unclean_allowed(self, topic: str) -> bool:
         return as_bool(self.image.topic_config(topic, "unclean.leader.election.enable",
-                                               self.config["unclean.leader.election.enable"]))
+                                               self.setting("unclean.leader.election.enable")))
 
     def elect(self, p: PartitionInfo, exclude: set[int] = frozenset(), isr: list[int] | None = None) -> dict:
         """Leader election for one partition as Kafka does it: the first replica
@@ -322,8 +341,9 @@ class Controller:
             return plan, None
         n = t.get("num_partitions", -1)
         rf = t.get("replication_factor", -1)
-        n = self.config["num.partitions"] if n == -1 else n
-        rf = self.config["default.replication.factor"] if rf == -1 else rf
+        # KIP-464: -1 takes the cluster's defaults.
+        n = int(self.setting("num.partitions")) if n == -1 else n
+        rf = int(self.setting("default.replication.factor")) if rf == -1 else rf
         if n <= 0:
             return None, (errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if rf <= 0:
@@ -419,6 +439,132 @@ class Controller:
                 self.commit(ext.reassign(p, target))
         return {"results": results, "offset": self.metalog.end_offset - 1}
 
+    # -- ElectLeaders (KIP-460) and CreatePartitions -------------------------------
+    def _elect_one(self, p: PartitionInfo, election_type: int) -> tuple[int, str | None, list[dict]]:
+        for ext in self.extensions:
+            res = ext.elect_leader(p, election_type)
+            if res is not None:
+                return res
+        name = f"{p.topic}-{p.partition}"
+        if election_type == 0:  # PREFERRED: the first replica of the (target) assignment, if in the ISR
+            target = p.target_replicas
+            preferred = target[0] if target else -1
+            if p.leader == preferred:
+                return errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.", []
+            if preferred not in p.isr or not self.is_live(preferred):
+                return (errors.PREFERRED_LEADER_NOT_AVAILABLE, f"Failed to elect leader for partition {name} "
+                        f"under strategy PreferredLeaderElectionStrategy: preferred replica {preferred} is "
+                        f"{'not in the ISR' if preferred not in p.isr else 'not alive'}", [])
+            change = {"leader": preferred, "leader_epoch": p.leader_epoch + 1, "partition_epoch": p.partition_epoch + 1}
+            return errors.NONE, None, [self.partition_change(p, change)]
+        # UNCLEAN: only a partition without a leader; the ISR first, then any live replica.
+        if p.leader >= 0 and self.is_live(p.leader):
+            return errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.", []
+        isr_live = [r for r in p.replicas if r in p.isr and self.is_live(r)]
+        live = [r for r in p.replicas if self.is_live(r)]
+        if not live:
+            return (errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"Failed to elect leader for partition {name} under "
+                    "strategy UncleanLeaderElectionStrategy: no replica is alive", [])
+        leader = (isr_live or live)[0]
+        change = {"leader": leader, "leader_epoch": p.leader_epoch + 1, "partition_epoch": p.partition_epoch + 1}
+        if leader not in p.isr:
+            change["isr"] = [leader]
+            log.warning("unclean leader election (ElectLeaders) for %s: %d", name, leader)
+        return errors.NONE, None, [self.partition_change(p, change)]
+
+    async def elect_leaders(self, election_type: int, partitions: list | None = None):
+        """partitions: [[topic, index], ...] or None for all. With None, partitions whose election
+        was not needed are left out of the results, as Kafka does."""
+        results = []
+        async with self._lock:
+            if partitions is None:
+                wanted = [(ti.name, i) for ti in sorted(self.image.topics.values(), key=lambda t: t.name)
+                          for i in sorted(ti.partitions)]
+            else:
+                wanted = [(t, int(i)) for t, i in partitions]
+            for topic, idx in wanted:
+                p = self.image.partition(topic, idx)
+                if election_type not in (0, 1):
+                    err, msg, recs = errors.INVALID_REQUEST, f"Unknown election type {election_type}", []
+                elif p is None:
+                    err, msg, recs = (errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                      "This server does not host this topic-partition.", [])
+                else:
+                    err, msg, recs = self._elect_one(p, election_type)
+                if partitions is None and err == errors.ELECTION_NOT_NEEDED:
+                    continue
+                self.commit([r for r in recs if r])
+                results.append({"topic": topic, "partition": idx, "error_code": err, "error_message": msg})
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
+    def _plan_new_partitions(self, ti, t: dict) -> tuple[list[list[int]] | None, tuple[int, str] | None]:
+        current = len(ti.partitions)
+        count = t["count"]
+        if count < current:
+            return None, (errors.INVALID_PARTITIONS, f"The topic {ti.name} currently has {current} partition(s); "
+                          f"{count} would not be an increase.")
+        if count == current:
+            return None, (errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        rf = len(ti.partitions[0].replicas) if 0 in ti.partitions else 1
+        add = count - current
+        if t.get("assignments") is not None:
+            plan = [list(a) for a in t["assignments"]]
+            if len(plan) != add:
+                return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {add} additional partition(s), "
+                              f"but only {len(plan)} assignment(s) were specified.")
+            for reps in plan:
+                if len(reps) != rf:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a "
+                                  f"partition with {len(reps)} replica(s), but this is not consistent with previous "
+                                  f"partitions, which have {rf} replica(s).")
+                if len(set(reps)) != len(reps):
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                  f"the broker {reps} more than once.")
+                for b in reps:
+                    if b not in self.image.brokers:
+                        return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                      f"broker {b}, but no such broker is registered.")
+            return plan, None
+        live = [b.id for b in self.image.live_brokers()]
+        if rf > len(live):
+            return None, (errors.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): "
+                          f"The target replication factor of {rf} cannot be reached because only {len(live)} "
+                          "broker(s) are registered.")
+        return [[live[(current + i + j) % len(live)] for j in range(rf)] for i in range(add)], None
+
+    async def create_partitions(self, topics: list[dict], validate_only: bool = False):
+        """topics: [{name, count, assignments (list of broker lists, or None)}]."""
+        results = []
+        names = [t["name"] for t in topics]
+        async with self._lock:
+            for t in topics:
+                res = {"name": t["name"], "error_code": 0, "error_message": None}
+                results.append(res)
+                ti = self.image.topics.get(t["name"])
+                if names.count(t["name"]) > 1:
+                    err = (errors.INVALID_REQUEST, f"Duplicate topic {t['name']} in the request.")
+                elif ti is None:
+                    err = (errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t['name']}' does not exist.")
+                else:
+                    plan, err = self._plan_new_partitions(ti, t)
+                if err is not None:
+                    res["error_code"], res["error_message"] = err
+                    continue
+                if validate_only:
+                    continue
+                first = len(ti.partitions)
+                recs = []
+                for i, reps in enumerate(plan, start=first):
+                    isr = [r for r in reps if self.is_live(r)] or list(reps)
+                    leader = next((r for r in reps if self.is_live(r)), -1)
+                    recs.append({"type": "partition", "topic_id": ti.topic_id, "partition": i, "replicas": reps,
+                                 "isr": isr, "leader": leader, "leader_epoch": 0, "partition_epoch": 0})
+                self.commit(recs)
+                for ext in self.extensions:
+                    self.commit(ext.on_partitions_created(ti.topic_id, list(range(first, first + len(plan)))))
+                log.info("topic %s: %d -> %d partitions", ti.name, first, first + len(plan))
+        return {"results": results, "offset": self.metalog.end_offset - 1}
+
     async def alter_configs(self, changes: list[dict]):
         """changes: [{resource, key, value (None deletes)}]; resource is a topic
         name or "broker:<id>" / "broker:" for the cluster-wide default."""
@@ -439,9 +585,14 @@ class Controller:
 
 async def amain(args) -> None:
     overrides = json.loads(args.config) if args.config else {}
-    ctl = Controller(args.dir, overrides)
-    for mod in args.extension or []:
-        importlib.import_module(mod).extend_controller(ctl)
+    mods = [importlib.import_module(m) for m in args.extension or []]
+    own = {k: v for m in mods for k, v in getattr(m, "CONFIG_DEFAULTS", {}).items()}
+    try:
+        ctl = Controller(args.dir, overrides, own)
+    except ConfigError as e:
+        raise SystemExit(f"controller: {e}") from None
+    for mod in mods:
+        mod.extend_controller(ctl)
     ctl.start_extensions()
     server = RpcServer(ctl.handlers)
     port = await server.start(args.host, args.port)

@@ -82,9 +82,10 @@ class SystemProfile:
     single_owner: bool  # a move names exactly one target broker
     ack_meaning: str  # what an acknowledgement means (stated in the report)
     # Production defaults: a topic without its own replication factor gets this one, and
-    # min.insync.replicas (never above the topic's replication factor).
-    replication_factor: int
-    min_insync_replicas: int
+    # min.insync.replicas (never above the topic's replication factor). None: the cluster's own
+    # (default.replication.factor / min.insync.replicas, read from it at run start).
+    replication_factor: int | None
+    min_insync_replicas: int | None
     broker_settings: Callable[[Settings], dict[str, str]]  # scenario settings -> Kafka-named settings
     topic_configs: Callable[[Settings], dict[str, str]]  # scenario settings -> topic configs
     journal: JournalMeaning = field(default_factory=JournalMeaning)
@@ -92,6 +93,15 @@ class SystemProfile:
     # (effective values, the system's defaults filled in)
     describe: Callable[[Settings], dict[str, Any]] = lambda s: {}
     object_store: Service | None = None  # None: the system has no object store
+    # The system's own broker/controller settings (besides systems.core.config.DEFAULTS) with
+    # their defaults: `systems.core.config.check(overrides, profile)` refuses any other key.
+    config_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # False: a cluster someone else runs, reached at a bootstrap address (backend and
+    # controller_extension unused); the harness never starts, stops or reconfigures its processes.
+    launched: bool = True
+    # The scenario's `system` settings this system reads; the scenario refuses the others, naming
+    # them. None: any (a two-system scenario sets what only one of them reads).
+    settings: frozenset[str] | None = None
 
     @property
     def services(self) -> tuple[Service, ...]:

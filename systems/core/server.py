@@ -35,6 +35,7 @@ class Api:
 class Connection:
     def __init__(self, reader, writer, peer):
         self.reader, self.writer, self.peer = reader, writer, peer
+        self.announced = False  # the first decoded request was reported (KafkaServer.on_client)
 
 
 class KafkaServer:
@@ -43,6 +44,8 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
+        # Called once per connection with its first decoded request: (conn, header, request).
+        self.on_client: Callable[[Connection, object, object], None] | None = None
         self.register(ApiVersionsRequest, 0, 3, self._api_versions)
 
     def register(self, request_cls, min_version: int, max_version: int, handler) -> None:
@@ -171,6 +174,13 @@ class KafkaServer:
             log.warning("closing %s: malformed %s v%d: %s is null", conn.peer, api.request.__name__, version, bad)
             return False
         header = req.header
+        if not conn.announced:
+            conn.announced = True
+            if self.on_client is not None:
+                try:
+                    self.on_client(conn, header, req)
+                except Exception:
+                    log.exception("client hook failed for %s", conn.peer)
         return asyncio.ensure_future(self._run(api, req, header, conn))
 
     async def _run(self, api: Api, req, header, conn) -> bytes | None:

@@ -27,6 +27,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from systems.core import errors, records
 from systems.core.broker import Backend
 from systems.core.client import ConnectionClosed, KafkaConnection
+from systems.core.config import LONG_MAX
 from systems.core.log import LocalLog
 from systems.core.metadata import PartitionInfo
 from systems.core.partition import Partition
@@ -56,6 +57,7 @@ class ReplicaPartition(Partition):
         self._follow_epoch = None
         self.bytes_in = 0  # reassignment copy, as the new replica
         self.bytes_out = 0  # reassignment copy, as the leader
+        self.leader_hw = -1  # the leader's high watermark in its last fetch response (as a follower)
         self._reported_in = self._reported_out = 0
 
     # -- HW checkpoint (Kafka's replication-offset-checkpoint) -----------------
@@ -155,7 +157,7 @@ class ReplicaPartition(Partition):
 
     def min_isr(self) -> int:
         return int(self.backend.broker.image.topic_config(self.topic, "min.insync.replicas",
-                                                          self.backend.broker.config["min.insync.replicas"]))
+                                                          self.backend.broker.setting("min.insync.replicas")))
 
     def check_min_isr(self) -> int:
         if len(self.info.isr) < self.min_isr():
@@ -298,6 +300,7 @@ class Fetcher:
                             self.backend.follower_quota.charge(n)
                         if p.reassigning_in:
                             p.bytes_in += n
+                    p.leader_hw = pr.high_watermark
                     p.advance_hw(min(pr.high_watermark, p.log_end_offset))
                 elif err == errors.OFFSET_OUT_OF_RANGE:
                     if p.log_end_offset < pr.log_start_offset:
@@ -341,6 +344,18 @@ class ReplicationBackend(Backend):
         for p in self.broker.partitions.values():
             p.checkpoint_hw()
         self._write_metrics()
+
+    # -- DescribeLogDirs ---------------------------------------------------------
+    def log_dir(self) -> str:
+        return os.path.abspath(os.path.join(self.broker.dir, "data"))
+
+    def replica_log(self, part: ReplicaPartition) -> tuple[int, int]:
+        """Size of the replica's segments here; offset_lag 0 on the leader, and on a follower the
+        leader's high watermark (from its last fetch response; a follower never sees the leader's
+        log end) minus this replica's log end, so a replica being filled by a move shows what it
+        still has to copy."""
+        lag = 0 if part.is_leader or part.leader_hw < 0 else max(part.leader_hw - part.log_end_offset, 0)
+        return int(part.store.size_bytes), lag
 
     # -- partitions -------------------------------------------------------------
     def partition_dir(self, info: PartitionInfo) -> str:
@@ -390,9 +405,9 @@ class ReplicationBackend(Backend):
         for res in (f"broker:{self.broker.id}", "broker:"):
             v = img.configs.get(res, {}).get(key)
             if v is not None:
-                return float(v) if float(v) > 0 else None
+                return float(v) if 0 < float(v) < LONG_MAX else None  # Long.MAX_VALUE: Kafka's "none"
         v = self.broker.config.get(key)
-        return float(v) if v else None
+        return float(v) if v and float(v) < LONG_MAX else None
 
     def _refresh_quotas(self) -> None:
         self.leader_quota.set_rate(self._rate("leader.replication.throttled.rate"))

@@ -36,6 +36,7 @@ from systems.core.producer_state import ProducerStateTable
 from systems.core.rpc import RpcError, RpcUnavailable
 from systems.shared import formats
 from systems.shared.objstore import ObjectStore, ObjectStoreError
+from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
 from systems.shared.settings import SharedSettings, s3_config
 from systems.shared.store import StreamStore
 from systems.shared.streams import STREAM_FENCED, STREAM_NOT_CLOSED, STREAM_NOT_FOUND, StreamRegistry
@@ -195,6 +196,16 @@ class SharedPartition(Partition):
 
 class SharedBackend(Backend):
     name = "shared"
+    CONFIG_DEFAULTS = SETTINGS_DEFAULTS
+
+    def replica_log(self, part) -> tuple[int, int]:
+        """DescribeLogDirs on the owner: partition_size is the partition's bytes in its stream,
+        wherever they are (uploaded stream objects + the cached, not yet uploaded tail), i.e. the
+        log's logical size. Chosen because AutoMQ keeps Kafka's log layer (segments over streams),
+        whose size counts stream bytes rather than local disk (not checked against AutoMQ's
+        code); and it is the number a move's cost is compared with. The un-uploaded tail alone
+        is in the journal (shared_upload backlog). offset_lag is 0: one replica, no follower."""
+        return int(part.store.size_bytes), 0
 
     def __init__(self, broker):
         super().__init__(broker)

@@ -28,6 +28,7 @@ from systems.core.metadata import PartitionInfo
 from systems.core.rpc import RpcError
 from systems.shared import formats
 from systems.shared.objstore import ObjectStore, ObjectStoreError
+from systems.shared.settings import DEFAULTS as CONFIG_DEFAULTS  # noqa: F401  (the controller's known keys)
 from systems.shared.settings import SharedSettings, s3_config
 from systems.shared.streams import (OPENED, STREAM_FENCED, STREAM_NOT_CLOSED, STREAM_NOT_FOUND,
                                     STREAM_OUT_OF_ORDER, StreamRegistry)
@@ -69,14 +70,27 @@ class SharedController(ControllerExtension):
         return ti.name if ti else None
 
     def on_topic_created(self, topic_id: str) -> list[dict]:
-        ti = self.image.topics_by_id[topic_id]
+        return self.on_partitions_created(topic_id, sorted(self.image.topics_by_id[topic_id].partitions))
+
+    def on_partitions_created(self, topic_id: str, partitions: list[int]) -> list[dict]:
         recs, nid = [], self.reg.next_id
-        for i in sorted(ti.partitions):
+        for i in partitions:
             for kind in ("data", "meta"):
                 recs.append({"type": "stream_create", "stream_id": nid, "topic_id": topic_id, "partition": i,
                              "kind": kind})
                 nid += 1
         return recs
+
+    def elect_leader(self, p: PartitionInfo, election_type: int):
+        """ElectLeaders: the partition has one owner (its only replica), so there is nothing to
+        choose. Owner leading: ELECTION_NOT_NEEDED. Otherwise the owner is being handed over (a
+        move or a failover in progress, which elects the new owner itself once its streams are
+        closed) or lost: electing here would skip that handover, so the election is refused."""
+        if p.leader >= 0 and p.leader == p.replicas[0]:
+            return errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.", []
+        code = errors.PREFERRED_LEADER_NOT_AVAILABLE if election_type == 0 else errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        return (code, f"{p.topic}-{p.partition} has no serving owner now: the shared-storage controller elects "
+                "the owner itself when its handover (move or failover) completes", [])
 
     def validate_reassignment(self, p: PartitionInfo, target: list[int]) -> tuple[int, str] | None:
         if len(target) != 1:

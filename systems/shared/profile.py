@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from systems.core.profile import JournalMeaning, Service, Settings, SystemProfile
+from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
@@ -16,12 +17,10 @@ def broker_settings(s: Settings) -> dict[str, str]:
 
 
 def describe(s: Settings) -> dict:
-    from systems.shared.settings import DEFAULTS  # the broker's own defaults (lazy: imports minio)
-
     interval = s.get("wal_batch_interval_ms")
     threshold = s.get("wal_upload_threshold_bytes")
-    return {"wal_batch_interval_ms": interval if interval is not None else DEFAULTS["wal.batch.interval.ms"],
-            "wal_upload_threshold_bytes": threshold if threshold is not None else DEFAULTS["wal.upload.threshold.bytes"]}
+    return {"wal_batch_interval_ms": interval if interval is not None else SETTINGS_DEFAULTS["wal.batch.interval.ms"],
+            "wal_upload_threshold_bytes": threshold if threshold is not None else SETTINGS_DEFAULTS["wal.upload.threshold.bytes"]}
 
 
 def _start_object_store(ctx):
@@ -57,4 +56,5 @@ PROFILE = SystemProfile(
         background_counters={"shared_upload": "objstore_upload_bytes"},
     ),
     object_store=Service("object store", _start_object_store),
+    config_defaults=SETTINGS_DEFAULTS,
 )

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from systems.shared.objstore import S3Config
+if TYPE_CHECKING:  # the object-store client only where it is used: the profile reads DEFAULTS
+    from systems.shared.objstore import S3Config
 
 MiB = 1 << 20
 
@@ -108,7 +110,9 @@ def credentials(cfg: dict) -> tuple[str, str]:
     return ak, sk
 
 
-def s3_config(cfg: dict) -> S3Config:
+def s3_config(cfg: dict) -> "S3Config":
+    from systems.shared.objstore import S3Config
+
     endpoint = _get(cfg, "s3.endpoint")
     if not endpoint:
         raise ValueError("shared storage needs s3.endpoint (host:port)")

@@ -1,0 +1,37 @@
+"""Any Kafka-compatible cluster the harness does not run (Apache Kafka, AutoMQ, Redpanda, a managed
+service), reached at the scenario's `system.bootstrap` and measured through the Kafka protocol only
+(bench/run/external.py). The harness creates and deletes only its own prefixed topics there, and
+changes no setting but the replication throttle, which it restores."""
+from __future__ import annotations
+
+from systems.core.profile import Settings, SystemProfile
+
+
+def topic_configs(s: Settings) -> dict[str, str]:
+    if s.get("replication_throttle_bytes_per_s"):
+        # Kafka applies the brokers' throttle rates only to the replicas these configs name.
+        return {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
+    return {}
+
+
+PROFILE = SystemProfile(
+    name="external",
+    label="external cluster (Kafka protocol)",
+    short="external",
+    color="#7d3c98",
+    backend="",
+    controller_extension=None,
+    move_model=None,  # how it moves a partition is what the run finds out
+    bandwidth_param="replication_throttle_bytes_per_s",
+    bandwidth_label="throttle",
+    single_owner=False,
+    ack_meaning="acks=all as the cluster under test defines it (its replication factor and "
+                "min.insync.replicas, read from the cluster at the start of the run)",
+    replication_factor=None,
+    min_insync_replicas=None,
+    broker_settings=lambda s: {},
+    topic_configs=topic_configs,
+    launched=False,
+    settings=frozenset({"replication_throttle_bytes_per_s", "bootstrap", "commands", "topic_prefix",
+                        "existing_topics", "label"}),
+)
