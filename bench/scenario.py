@@ -344,6 +344,11 @@ class Prefill(_Model):
     # The prefill producer's batch.size. A copy later sends whole batches at line rate, so big
     # ones are bursts on a slow link; small ones make a slower prefill.
     batch_bytes: Annotated[Bytes, Field(ge=1024, le=16 * 1024 * 1024)] = 1_000_000
+    # With emulated links: write the prefill with every link at the client link's rate (it lies
+    # outside the measurement), then wait until the links are quiet before the load. False: at
+    # the links' own rates, the load right after, as on a cluster whose links the harness does
+    # not shape (what `bench crosscheck` compares with).
+    fast_links: bool = True
 
 
 ActionKind = Literal[

@@ -211,6 +211,12 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
         for f in run_dir.rglob("*"):
             if f.is_file():
                 assert SECRET.encode() not in f.read_bytes(), f
+
+        # A topic of the run already there: refused before anything is written, and kept.
+        admin.create_topics([NewTopic("bench.t", 1, 1)])
+        [(_, s2)] = run_scenario(data)
+        assert "bench.t already exist on the cluster" in s2["error"] and "existing_topics: replace" in s2["error"]
+        assert "bench.t" in admin.list_topics()
         admin.close()
     finally:
         # The restart was done by another process: stop the brokers cluster.json names now.

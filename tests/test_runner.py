@@ -128,6 +128,12 @@ def test_short_run_end_to_end(small_run):
     assert 0 < move["move_seconds"] < 10
     assert move["partition_bytes"] >= 2 * 2**20
     assert move["bytes_moved_inter_broker"] >= 2 * 2**20
+    # The protocol-only view beside the journal's: the same move, seen through Metadata,
+    # ListPartitionReassignments and DescribeLogDirs.
+    proto = move["protocol"]
+    assert proto["journal_complete_seconds"] is not None and proto["leader_change_seconds"] is not None
+    assert proto["leader_change_seconds"] <= move["move_seconds"]
+    assert proto["target_bytes"]["3"] >= 2 * 2**20  # the new replica holds the prefill
     assert summary["verify"]["complete"] == 2 and summary["verify"]["prefill_read"] > 0
     for k in ("run_id", "scenario", "system", "started_at", "finished_at", "duration_s", "config_id"):
         assert summary[k] is not None, k

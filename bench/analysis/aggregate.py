@@ -56,10 +56,15 @@ EVENT_COLS = ("kind", "ts", "msg_id", "topic", "partition", "event", "detail")
 SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected")
 SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", "reordering": "reordered_count",
                  "unexpected": "unexpected_count"}
+# A move as the Kafka protocol alone shows it (summary.json moves[].protocol), beside the
+# brokers' journal where there is one: request -> a client sees a target lead, -> the cluster no
+# longer lists the reassignment, -> the journal's move_complete; the added replicas' size.
+PROTOCOL_FIGURES = ("protocol_leader_change_seconds", "protocol_reassignment_seconds", "journal_complete_seconds",
+                    "protocol_target_bytes")
 # Per-configuration figures given as median, min and max over its runs (configs table).
 SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
                   "producer_unavailable_seconds", "partition_bytes", "bytes_moved", "bytes_moved_at_request",
-                  "bytes_moved_during_move")
+                  "bytes_moved_during_move", *PROTOCOL_FIGURES)
 UNKNOWN = "unknown"  # a provenance or configuration fact a summary does not carry
 NICE_BINS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
 TIMELINE_BINS = 60  # at most this many bins per run timeline (coarse enough not to alias batched acks)
@@ -113,6 +118,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # the stream objects the new owner opened and its open phases' seconds (handover family),
         # how many partitions the action moved (the models fit single-partition moves only).
         ("ingest_bytes_per_s", F64), ("objects", F64), ("open_seconds", F64), ("partitions_in_action", I64),
+        *[(name, F64) for name in PROTOCOL_FIGURES],
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
@@ -966,6 +972,15 @@ def _open_of(phases: dict[str, dict[str, float]]) -> dict[str, float | None]:
     return {"objects": max(ph["objects"] for ph in opens), "open_seconds": sum(ph["seconds"] for ph in opens)}
 
 
+def _protocol_of(p: dict[str, Any] | None) -> dict[str, Any]:
+    p = p or {}
+    target = p.get("target_bytes")
+    return {"protocol_leader_change_seconds": p.get("leader_change_seconds"),
+            "protocol_reassignment_seconds": p.get("reassignment_seconds"),
+            "journal_complete_seconds": p.get("journal_complete_seconds"),
+            "protocol_target_bytes": float(sum(target.values())) if target else None}
+
+
 def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
     by_idx = {r.idx: r for r in runs}
     phases: dict[tuple[int, str], dict[str, dict[str, float]]] = defaultdict(dict)
@@ -1037,6 +1052,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
             **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),
             "partitions_in_action": n_parts[(m["run_idx"], m["action_id"])],
+            **_protocol_of(sm.get("protocol")),
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows
@@ -1383,7 +1399,7 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
             **{f"valid_{v}": sum(1 for x in run_rows if x["valid"] == v) for v in VERDICTS},
         }
         for name in ("move_seconds", "unavailable_seconds", "partition_bytes", "bytes_moved",
-                     "bytes_moved_at_request", "bytes_moved_during_move"):
+                     "bytes_moved_at_request", "bytes_moved_during_move", *PROTOCOL_FIGURES):
             row.update(_spread_cols(name, (m[name] for m in mv)))
         row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))
         row.update(_spread_cols("recovery_seconds", (o["recovery_seconds"] for o in outages)))
@@ -1490,6 +1506,25 @@ def bytes_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
     return [[c["config_label"] or c["config_key"], _runs_of(c), _cfg(c, "partition_bytes", format_bytes),
              _cfg(c, "bytes_moved", format_bytes), _cfg(c, "bytes_moved_at_request", format_bytes),
              _cfg(c, "bytes_moved_during_move", format_bytes)] for c in configs if c["moves"]]
+
+
+PROTOCOL_HEAD = ["configuration", "runs", "move_seconds (first ack on the new owner)", "a client sees a target lead",
+                 "reassignment no longer listed", "journal: move complete", "bytes moved (journal)",
+                 "added replicas' size (DescribeLogDirs)"]
+PROTOCOL_NOTE = (
+    "Each move as the Kafka protocol alone shows it, the view the harness has of any cluster it does not "
+    "start, beside the brokers' own journal where there is one (seconds from the request; medians, min-max "
+    "over runs). The protocol view's resolution is one poll: Metadata every {metadata:g} s, "
+    "ListPartitionReassignments every {reassignments:g} s, DescribeLogDirs every {log_dirs:g} s. "
+    ""-": not seen that way (a cluster that completes a move within one poll, or does not list it as "
+    "a reassignment; no journal outside the harness's own systems).")
+
+
+def protocol_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[c["config_label"] or c["config_key"], _runs_of(c), _cfg(c, "move_seconds"),
+             _cfg(c, "protocol_leader_change_seconds"), _cfg(c, "protocol_reassignment_seconds"),
+             _cfg(c, "journal_complete_seconds"), _cfg(c, "bytes_moved", format_bytes),
+             _cfg(c, "protocol_target_bytes", format_bytes)] for c in configs if c["moves"]]
 
 
 def provenance_lines(runs: list[dict[str, Any]]) -> list[str]:

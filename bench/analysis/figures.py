@@ -14,6 +14,9 @@ An extract is a small JSON file kept in the repository, made from one of three s
 - **model**: an aggregate's ``model.json`` (``results/aggregate/model.json``): the fitted models,
   every held-out check (its runs on both sides) and the headline; rendered as the checks and
   the headline with their validation errors.
+- **crosscheck**: a ``bench crosscheck`` directory's ``crosscheck.json``: per scenario, system and
+  configuration the built-in and the external (protocol-only) medians and whether they agree,
+  with the provenance of the runs under that directory.
 - **benchmark**: a pytest-benchmark JSON file (``--benchmark-json`` or a saved baseline in
   ``.benchmarks/``): its commit_info, machine, and per benchmark the median, min, max, rounds
   and its scalar extra_info.
@@ -224,6 +227,23 @@ def collect_model(path: Path | str) -> dict[str, Any]:
             "grid_points": (d.get("grid") or {}).get("points")}
 
 
+def collect_crosscheck(path: Path | str) -> dict[str, Any]:
+    """The ``crosscheck`` extract of a ``bench crosscheck`` output (its crosscheck.json)."""
+    path = Path(path)
+    d = json.loads(path.read_text())
+    if not isinstance(d, dict) or "scenarios" not in d:
+        raise FiguresError(f"{path}: not a crosscheck.json (python -m bench crosscheck writes it)")
+    rows = []
+    for scenario, per in d["scenarios"].items():
+        for system, cmp in per.items():
+            for r in cmp["configs"]:
+                rows.append({"scenario": scenario, "system": system, **r})
+    first = next(iter(next(iter(d["scenarios"].values())).values()))
+    return {"kind": "crosscheck", "sources": [_shown(path)], "tolerance": first["tolerance"],
+            "resolution_s": first["resolution_s"], "agrees": d.get("agrees"), "rows": rows,
+            "provenance": [provenance_facts(s) for _, s in find_summaries([path.parent])]}
+
+
 def _rounded(x: Any) -> Any:
     """Floats to 6 significant digits: what a figure can show, in a smaller file."""
     if isinstance(x, float):
@@ -247,6 +267,8 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
         raise FiguresError(f"--as {name!r}: use letters, digits, '.', '_' and '-'")
     if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "model.json":
         extract = collect_model(sources[0])
+    elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "crosscheck.json":
+        extract = collect_crosscheck(sources[0])
     elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
         extract = collect_benchmark(sources[0], extra)
     else:
@@ -380,7 +402,32 @@ def render_model(name: str, e: dict[str, Any]) -> str:
     ]) + "\n"
 
 
-RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model}
+def render_crosscheck(name: str, e: dict[str, Any]) -> str:
+    lines = ["| scenario | system | configuration | runs built-in / external | verdicts | move s built-in / external "
+             "| unavailable s built-in / external | agree |", "|---|---|---|---|---|---|---|---|"]
+
+    def pair(r: dict[str, Any], key: str) -> str:
+        v = r.get(key)
+        if not v:
+            return "-"
+        ratio = f" (x{fmt(v['ratio'])})" if _num(v.get("ratio")) else ""
+        return f"{fmt(v['built_in'])} / {fmt(v['as_external'])}{ratio}"
+
+    for r in e["rows"]:
+        config = r["config"].removeprefix(r["scenario"]).strip("_") or "-"
+        verdicts = " / ".join(",".join(v) for v in r["verdicts"])
+        lines.append(f"| {r['scenario']} | {r['system']} | {config} | {r['runs'][0]} / {r['runs'][1]} | {verdicts} | "
+                     f"{pair(r, 'move_seconds')} | {pair(r, 'unavailable_seconds')} | {'yes' if r['agrees'] else '**no**'} |")
+    return "\n".join(lines + [
+        "",
+        (f"Medians over each side's runs; agree = same verdicts and medians within {e['tolerance']:.0%} or "
+         f"{fmt(e['resolution_s'])} s (the metadata poll). {_provenance_line(e['provenance'], len(e['provenance']))}. "
+         f"Source: `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model,
+             "crosscheck": render_crosscheck}
 
 
 def render(name: str, measurements: Path = MEASUREMENTS) -> str:

@@ -42,6 +42,12 @@ def cmd_run(args) -> int:
     elif args.client or args.client_env or args.command or args.label:
         raise ScenarioError("--client, --client-env, --command and --label need --external BOOTSTRAP "
                             "(or put them in the scenario's system section)")
+    from bench.run import clients
+
+    try:
+        clients.resolve(sc.system.client)  # an unset environment variable: said now, not mid-run
+    except clients.ClientSettingError as e:
+        raise ScenarioError(f"{sc_path.name}: {e}") from None
     if not sc.profile.launched:
         # Reach the cluster once before any run: a wrong address or credentials fail here, fast.
         from bench.run.external import ExternalCluster

@@ -204,7 +204,8 @@ class Run:
         params = summary_mod.params_of(sc, self.matrix)
         self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
-                                 "provenance": provenance.collect(links_emulated=sc.network.link_rate is not None),
+                                 "provenance": provenance.collect(  # a cluster not started here: its links are not known
+                                     links_emulated=sc.network.link_rate is not None if sc.profile.launched else None),
                                  "client_settings": clients.applied(sc.system.client),
                                  "configuration": summary_mod.configuration_of(sc), "params": params,
                                  "matrix": self.matrix, "config_id": self.config_id,
@@ -269,7 +270,7 @@ class Run:
             self._notify()
             tps = [(t, p) for t, p in sc.partitions() if t in sc.prefill_topics()]
             t0 = time.time()
-            with self._fast_links():
+            with self._fast_links(when=sc.prefill.fast_links):
                 res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
                               batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
                 for (t, p), r in res.items():
@@ -322,14 +323,14 @@ class Run:
         self._notify()
 
     @contextlib.contextmanager
-    def _fast_links(self, settle: bool = True):
+    def _fast_links(self, settle: bool = True, when: bool = True):
         """Prefill and verify lie outside the measurement: the nodes' links run at the client
         link's rate meanwhile (a shared broker's 100mbit link carries each prefill byte twice, to
         its WAL and in the upload: 6 MB/s), and are back at their own rates before the load."""
         net = self.cluster.network if self.cluster is not None else None
         fast = self.sc.network.client_link_rate
         saved = {}
-        if net is not None and fast is not None:
+        if net is not None and fast is not None and when:
             saved = {n: r for n, r in net.rates.items() if rate_bits(r) < rate_bits(fast)}
         try:
             for n in saved:

@@ -4,14 +4,9 @@ service), reached at the scenario's `system.bootstrap` and measured through the 
 changes no setting but the replication throttle, which it restores."""
 from __future__ import annotations
 
-from systems.core.profile import Settings, SystemProfile
-
-
-def topic_configs(s: Settings) -> dict[str, str]:
-    if s.get("replication_throttle_bytes_per_s"):
-        # Kafka applies the brokers' throttle rates only to the replicas these configs name.
-        return {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
-    return {}
+from systems.core.profile import SystemProfile
+# Kafka's throttle applies only to the replicas the topic's *.replication.throttled.replicas name.
+from systems.replication.profile import topic_configs
 
 
 PROFILE = SystemProfile(
