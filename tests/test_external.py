@@ -221,3 +221,29 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
     finally:
         # The restart was done by another process: stop the brokers cluster.json names now.
         Cluster.load(c.dir).stop()
+
+
+def test_crosscheck_compares_medians_within_tolerance_or_resolution(tmp_path):
+    from bench.analysis import figures
+    from bench.run.crosscheck import compare
+
+    def run(cfg, move, out, valid=True):
+        return {"config_id": cfg, "checks": {"valid": valid}, "moves": [{"move_seconds": move}],
+                "outages": [{"unavailable_seconds": out}] if out is not None else []}
+
+    b = [run("a", 10.0, None), run("a", 12.0, None), run("a", 11.0, None), run("b", 0.50, 4.0), run("b", 0.52, 4.1)]
+    e = [run("a", 11.9, None), run("a", 12.5, None), run("a", 11.5, None), run("b", 0.58, 4.6), run("b", 0.60, 4.7)]
+    res = compare(b, e)
+    a, bb = res["configs"]
+    assert a["move_seconds"]["built_in"] == 11.0 and a["move_seconds"]["as_external"] == 11.9 and a["agrees"]
+    assert bb["move_seconds"]["agrees"]  # 0.08 s apart: over 10 %, within the 0.1 s poll
+    assert not bb["unavailable_seconds"]["agrees"] and not bb["agrees"] and not res["agrees"]
+    assert not compare([run("a", 1.0, None)], [run("a", 1.0, None, valid=False)])["agrees"]  # verdicts differ
+
+    out = tmp_path / "xc"
+    (out / "r").mkdir(parents=True)
+    (out / "r" / "summary.json").write_text(json.dumps({**b[0], "run_id": "a", "provenance": {"date": "2026-11-24"}}))
+    (out / "crosscheck.json").write_text(json.dumps({"scenarios": {"s": {"replication": res}}, "agrees": False}))
+    figures.collect([out / "crosscheck.json"], "xc", out_dir=tmp_path)
+    text = figures.render("xc", tmp_path)
+    assert "| s | replication | b | 2 / 2 | True / True | 0.510 / 0.590 (x1.16) | 4.05 / 4.65 (x1.15) | **no** |" in text

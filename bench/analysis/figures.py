@@ -227,21 +227,22 @@ def collect_model(path: Path | str) -> dict[str, Any]:
             "grid_points": (d.get("grid") or {}).get("points")}
 
 
-def collect_crosscheck(path: Path | str) -> dict[str, Any]:
-    """The ``crosscheck`` extract of a ``bench crosscheck`` output (its crosscheck.json)."""
-    path = Path(path)
-    d = json.loads(path.read_text())
-    if not isinstance(d, dict) or "scenarios" not in d:
-        raise FiguresError(f"{path}: not a crosscheck.json (python -m bench crosscheck writes it)")
-    rows = []
-    for scenario, per in d["scenarios"].items():
-        for system, cmp in per.items():
-            for r in cmp["configs"]:
-                rows.append({"scenario": scenario, "system": system, **r})
-    first = next(iter(next(iter(d["scenarios"].values())).values()))
-    return {"kind": "crosscheck", "sources": [_shown(path)], "tolerance": first["tolerance"],
-            "resolution_s": first["resolution_s"], "agrees": d.get("agrees"), "rows": rows,
-            "provenance": [provenance_facts(s) for _, s in find_summaries([path.parent])]}
+def collect_crosscheck(paths: list[Path | str]) -> dict[str, Any]:
+    """The ``crosscheck`` extract of one or more ``bench crosscheck`` outputs (their
+    crosscheck.json), rows in the order given."""
+    rows, provs, agrees, first = [], [], True, None
+    for path in map(Path, paths):
+        d = json.loads(path.read_text())
+        if not isinstance(d, dict) or "scenarios" not in d:
+            raise FiguresError(f"{path}: not a crosscheck.json (python -m bench crosscheck writes it)")
+        for scenario, per in d["scenarios"].items():
+            for system, cmp in per.items():
+                first = first or cmp
+                rows += [{"scenario": scenario, "system": system, **r} for r in cmp["configs"]]
+        agrees = agrees and bool(d.get("agrees"))
+        provs += [provenance_facts(s) for _, s in find_summaries([path.parent])]
+    return {"kind": "crosscheck", "sources": [_shown(Path(p)) for p in paths], "tolerance": first["tolerance"],
+            "resolution_s": first["resolution_s"], "agrees": agrees, "rows": rows, "provenance": provs}
 
 
 def _rounded(x: Any) -> Any:
@@ -267,8 +268,8 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
         raise FiguresError(f"--as {name!r}: use letters, digits, '.', '_' and '-'")
     if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "model.json":
         extract = collect_model(sources[0])
-    elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "crosscheck.json":
-        extract = collect_crosscheck(sources[0])
+    elif all(Path(p).is_file() and Path(p).name == "crosscheck.json" for p in sources):
+        extract = collect_crosscheck(sources)
     elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
         extract = collect_benchmark(sources[0], extra)
     else:

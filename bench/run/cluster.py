@@ -98,6 +98,9 @@ class Cluster:
                                              timeout=timeout, name=name, prefix=prefix)
         except ProcessError as e:
             raise ClusterError(str(e)) from None
+        # For an operator's own tools (`kill -9 $(cat DIR/run/broker-2.pid)`), as a service's pid file.
+        with open(os.path.join(self.dir, "run", f"{name}.pid"), "w") as f:
+            f.write(f"{pid}\n")
         return pid, port, log_path
 
     def _controller_args(self, port: int = 0) -> list[str]:

@@ -402,9 +402,10 @@ class Run:
     def _start_poller(self) -> None:
         from confluent_kafka.admin import AdminClient
 
+        # librdkafka's own log lines (a killed broker's refused connections) go to harness.log.
         client = AdminClient(clients.librdkafka(self.cluster.bootstrap, {"client.id": "bench-poller",
                                                                          "socket.timeout.ms": 2000},
-                                                self.sc.system.client))
+                                                self.sc.system.client), logger=logging.getLogger("bench.run.poller"))
         topics = [t.name for t in self.sc.workload.topics]
         self.thread(observe.poll_metadata, "poller", self, client, topics)
 
