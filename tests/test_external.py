@@ -241,8 +241,8 @@ def test_crosscheck_compares_medians_within_tolerance_or_resolution(tmp_path):
     assert not compare([run("a", 1.0, None)], [run("a", 1.0, None, valid=False)])["agrees"]  # verdicts differ
 
     out = tmp_path / "xc"
-    (out / "r").mkdir(parents=True)
-    (out / "r" / "summary.json").write_text(json.dumps({**b[0], "run_id": "a", "provenance": {"date": "2026-11-24"}}))
+    (out / "s" / "r").mkdir(parents=True)
+    (out / "s" / "r" / "summary.json").write_text(json.dumps({**b[0], "run_id": "a", "provenance": {"date": "2026-11-24"}}))
     (out / "crosscheck.json").write_text(json.dumps({"scenarios": {"s": {"replication": res}}, "agrees": False}))
     figures.collect([out / "crosscheck.json"], "xc", out_dir=tmp_path)
     text = figures.render("xc", tmp_path)

@@ -240,7 +240,7 @@ def collect_crosscheck(paths: list[Path | str]) -> dict[str, Any]:
                 first = first or cmp
                 rows += [{"scenario": scenario, "system": system, **r} for r in cmp["configs"]]
         agrees = agrees and bool(d.get("agrees"))
-        provs += [provenance_facts(s) for _, s in find_summaries([path.parent])]
+        provs += [provenance_facts(s) for _, s in find_summaries([path.parent / sc for sc in d["scenarios"]])]
     return {"kind": "crosscheck", "sources": [_shown(Path(p)) for p in paths], "tolerance": first["tolerance"],
             "resolution_s": first["resolution_s"], "agrees": agrees, "rows": rows, "provenance": provs}
 
@@ -322,7 +322,9 @@ def _provenance_line(provs: list[dict[str, Any]], n_runs: int | None = None) -> 
     parts.append("machine: " + "; ".join(machines))
     links = {p.get("links_emulated") for p in provs if "links_emulated" in p}
     if links:
+        # None: a cluster the harness did not start, whose links it neither shaped nor knows
         parts.append("links emulated" if links == {True} else "no emulated links" if links == {False}
+                     else "links emulated where the harness started the cluster" if links == {True, None}
                      else "some runs on emulated links")
     return "; ".join(parts)
 

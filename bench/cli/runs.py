@@ -96,9 +96,14 @@ def external_scenario(sc, args):
 def cmd_crosscheck(args) -> int:
     from bench.run import crosscheck, runner
 
+    names = tuple(n for n in args.scenarios.split(",") if n)
+    if args.from_dir:
+        result = crosscheck.recompare(Path(args.from_dir), names)
+        crosscheck.print_result(result)
+        print(f"{Path(args.from_dir) / 'crosscheck.json'}")
+        return 0 if result["agrees"] else 1
     out = Path(args.out) if args.out else Path(args.results) / "crosscheck" / runner.timestamp()
     out.mkdir(parents=True, exist_ok=False)
-    names = tuple(n for n in args.scenarios.split(",") if n)
     for n in names:
         load_scenario(resolve_scenario(n), args.set or [])  # every scenario valid before anything starts
     sigterm_as_interrupt()
@@ -240,6 +245,8 @@ def add_parsers(sub, default_results: str = "results") -> None:
     x.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field of every scenario")
     x.add_argument("--results", default=default_results, help="results root (default: results)")
     x.add_argument("--out", help="output directory (default: RESULTS/crosscheck/<timestamp>)")
+    x.add_argument("--from", dest="from_dir", metavar="DIR",
+                   help="run nothing: compare the runs stored in DIR (an earlier --out) again")
     x.set_defaults(func=cmd_crosscheck)
 
     a = sub.add_parser("analyze", help="re-run the checkers on a stored run and rebuild its summary")

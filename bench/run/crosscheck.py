@@ -15,6 +15,7 @@ cannot see that the built-in one can is the brokers' own record of the leader ch
 
     python -m bench crosscheck [--scenarios reassign-one,broker-loss] [--repetitions 3]
                                [--set KEY=VALUE ...] [--out results/crosscheck/<ts>]
+    python -m bench crosscheck --from results/crosscheck/<ts> [--scenarios ...]   # compare stored runs again
 """
 from __future__ import annotations
 
@@ -136,6 +137,25 @@ def crosscheck(out: Path, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS, repeti
             cmp = compare([s for _, s in builtin], [s for _, s in external])
             cmp["notes"] = notes
             result["scenarios"][name][system] = cmp
+    result["agrees"] = all(c["agrees"] for per in result["scenarios"].values() for c in per.values())
+    (out / "crosscheck.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def recompare(out: Path, scenarios: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The comparison again from the runs stored under ``out`` (only ``scenarios`` if given),
+    written to ``out/crosscheck.json``: what ``crosscheck`` wrote, without running anything."""
+    result: dict[str, Any] = {"scenarios": {}}
+    for sdir in sorted(p for p in out.iterdir() if p.is_dir()):
+        if scenarios and sdir.name not in scenarios:
+            continue
+        for system_dir in sorted(p for p in sdir.iterdir() if p.is_dir()):
+            sides = [[json.loads(f.read_text()) for f in sorted((system_dir / side).rglob("summary.json"))]
+                     for side in ("built-in", "as-external")]
+            if all(sides):
+                result["scenarios"].setdefault(sdir.name, {})[system_dir.name] = compare(*sides)
+    if not result["scenarios"]:
+        raise runner.RunError(f"no crosscheck runs under {out}")
     result["agrees"] = all(c["agrees"] for per in result["scenarios"].values() for c in per.values())
     (out / "crosscheck.json").write_text(json.dumps(result, indent=2))
     return result
