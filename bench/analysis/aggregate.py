@@ -340,6 +340,15 @@ def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], l
             run.config_label = config_key(run)
             run.config_key = str(summary.get("config_id") or run.config_label)
             runs.append(run)
+    # A configuration is one system's, on one cluster: the same scenario run with system.kind
+    # pinned by --set (not a matrix axis) on two systems, or against two clusters the harness did
+    # not start, has one config_id; what tells them apart joins the key then.
+    identities: dict[str, set[str]] = defaultdict(set)
+    for r in runs:
+        identities[r.config_key].add(_identity(r))
+    for r in runs:
+        if len(identities[r.config_key]) > 1:
+            r.config_key = f"{r.config_key} [{_identity(r)}]"
     keys = [r.run_key for r in runs]
     if len(set(keys)) != len(keys):  # same relative path under two roots: use full paths
         for r in runs:
@@ -368,6 +377,16 @@ def _fmt_b(v: Any, per_s: bool = False) -> str:
         return str(v)
 
 
+def _identity(run: Run) -> str:
+    """The system, and for a cluster the harness did not start, which one (its label, else its
+    bootstrap address)."""
+    c = run.summary.get("configuration") or {}
+    p = PROFILES.get(run.system)
+    own = c.get("label") if c.get("label") and (p is None or c["label"] != p.label) else None
+    where = c.get("bootstrap") and (own or c["bootstrap"].split(",")[0])
+    return f"{run.system} at {where}" if where else run.system
+
+
 def config_key(run: Run) -> str:
     """A configuration described for people (scenario, system and sweep parameters); it groups
     repetitions of runs whose summary names no ``config_id``."""
@@ -381,7 +400,7 @@ def config_key(run: Run) -> str:
         parts.append(f"link {link}")
     parts += [f"msg {_fmt_b(run.param('message_bytes'))}", f"rate {run.param('produce_rate_msgs_per_s')}/s",
               f"brokers {run.param('brokers')}"]
-    return f"{name} {run.system}: " + ", ".join(parts)
+    return f"{name} {_identity(run)}: " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1516,7 +1535,7 @@ PROTOCOL_NOTE = (
     "start, beside the brokers' own journal where there is one (seconds from the request; medians, min-max "
     "over runs). The protocol view's resolution is one poll: Metadata every {metadata:g} s, "
     "ListPartitionReassignments every {reassignments:g} s, DescribeLogDirs every {log_dirs:g} s. "
-    ""-": not seen that way (a cluster that completes a move within one poll, or does not list it as "
+    "'-': not seen that way (a cluster that completes a move within one poll, or does not list it as "
     "a reassignment; no journal outside the harness's own systems).")
 
 

@@ -126,7 +126,7 @@ def crosscheck(out: Path, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS, repeti
                 # kill -9 from the shell, at once: `bench cluster kill-broker` would first spend half a
                 # second starting Python, and a fault half a second late meets the producers' retry
                 # timers in another phase than the built-in run's (the gap it causes differs by that).
-                ext, notes = to_external(sc, bootstrap, commands={
+                ext, notes = to_external(sc, bootstrap, label=f"{system} cluster (bench cluster start)", commands={
                     "kill_broker": f"kill -9 $(cat {cluster_dir}/run/broker-{{broker}}.pid)",
                     "restart_broker": f"{sys.executable} -m bench cluster restart-broker --dir {cluster_dir} "
                                       f"--broker {{broker}}"})
