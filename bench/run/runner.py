@@ -74,6 +74,7 @@ from bench.run.progress import Progress
 from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
 from bench.run.state import RunState
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
+from systems.core.config import known as config_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = ROOT / "results"
@@ -93,9 +94,12 @@ class RunError(RuntimeError):
 
 
 def broker_config(sc: Scenario) -> dict[str, str]:
-    """Kafka-named broker settings for the scenario's system section (the profile translates)."""
+    """Kafka-named broker settings for the scenario's system section (the profile translates),
+    with the raw ``system.extra`` settings this system knows (a two-system scenario may set some
+    only the other reads)."""
     cfg = sc.profile.broker_settings(sc.settings())
-    cfg.update(sc.system.extra)
+    known = config_keys(sc.profile.config_defaults)
+    cfg.update({k: v for k, v in sc.system.extra.items() if k in known})
     return cfg
 
 
