@@ -191,9 +191,14 @@ class Run:
             # Before anything is written: the cluster's brokers and defaults complete the scenario
             # (its topics get the run's prefix); an unreachable cluster fails here, fast.
             self.cluster = ExternalCluster(self.sc.system, self.sc.topic_prefix)
-            facts = self.cluster.connect()
-            self.sc = self.sc.for_cluster(self.cluster.broker_ids(), facts["defaults"]["default.replication.factor"],
-                                          facts["defaults"]["min.insync.replicas"])
+            try:
+                facts = self.cluster.connect()
+                self.sc = self.sc.for_cluster(self.cluster.broker_ids(),
+                                              facts["defaults"]["default.replication.factor"],
+                                              facts["defaults"]["min.insync.replicas"])
+            except BaseException:
+                self.cluster.stop()  # its admin client; nothing was created yet
+                raise
             self.state = RunState(self.run_id, self.sc)
         sc = self.sc
         self.dir.mkdir(parents=True, exist_ok=False)
