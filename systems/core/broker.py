@@ -473,6 +473,15 @@ class Broker:
         await self.wait_metadata(res.get("offset", -1))
         return res
 
+    async def _forward_topics(self, method: str, topics: list[dict], **kw) -> list[dict]:
+        """The controller's per-topic results of ``method``; REQUEST_TIMED_OUT for every topic
+        when the controller cannot be reached (the client retries)."""
+        try:
+            return (await self.forward(method, topics=topics, **kw))["results"]
+        except (RpcUnavailable, RpcError) as e:
+            return [{"name": t["name"], "error_code": errors.REQUEST_TIMED_OUT, "error_message": str(e)}
+                    for t in topics]
+
     async def handle_create_topics(self, req, header, conn):
         v = header.request_api_version
         R = CreateTopicsResponse
@@ -480,12 +489,7 @@ class Broker:
                    "assignments": [{"partition": a.partition_index, "brokers": list(a.broker_ids)}
                                    for a in t.assignments],
                    "configs": {c.name: c.value for c in t.configs}} for t in req.topics]
-        try:
-            res = await self.forward("create_topics", topics=topics, validate_only=bool(req.validate_only))
-            results = res["results"]
-        except (RpcUnavailable, RpcError) as e:
-            results = [{"name": t["name"], "error_code": errors.REQUEST_TIMED_OUT, "error_message": str(e)}
-                       for t in topics]
+        results = await self._forward_topics("create_topics", topics, validate_only=bool(req.validate_only))
         out = []
         for r in results:
             out.append(R.CreatableTopicResult(
@@ -738,12 +742,7 @@ class Broker:
         topics = [{"name": t.name, "count": t.count,
                    "assignments": [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None}
                   for t in req.topics]
-        try:
-            res = await self.forward("create_partitions", topics=topics, validate_only=bool(req.validate_only))
-            results = res["results"]
-        except (RpcUnavailable, RpcError) as e:
-            results = [{"name": t["name"], "error_code": errors.REQUEST_TIMED_OUT, "error_message": str(e)}
-                       for t in topics]
+        results = await self._forward_topics("create_partitions", topics, validate_only=bool(req.validate_only))
         return R(version=header.request_api_version, throttle_time_ms=0, results=[
             R.CreatePartitionsTopicResult(name=r["name"], error_code=r["error_code"],
                                           error_message=r.get("error_message")) for r in results])
