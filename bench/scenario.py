@@ -489,6 +489,45 @@ class Action(_Model):
         return list(self.partitions or ())
 
 
+class ConsumerSet(_Model):
+    """Consumers reading the workload's topics while it runs (workloads/kafka_consume.py):
+    ``groups`` consumer groups of ``members`` members each. ``tail``: each group starts at the end
+    of its partitions when the load starts and reads what is produced (end-to-end latency).
+    ``catch_up``: it starts ``start_lag_bytes`` behind the end of each partition (default: at the
+    start of the prefill) and reads the backlog while the load produces (catch-up throughput).
+    ``assignment: assign`` splits the partitions over the members by hand, without a group."""
+
+    name: Optional[str] = None  # default: the mode (unique names: set one when two sets share a mode)
+    groups: Annotated[int, Field(strict=True, ge=1, le=16)] = 1
+    members: Annotated[int, Field(strict=True, ge=1, le=16)] = 1
+    mode: Literal["tail", "catch_up"] = "tail"
+    start_lag_bytes: Optional[Annotated[Bytes, Field(ge=0)]] = None
+    assignment: Literal["group", "assign"] = "group"
+    topics: Optional[list[str]] = None  # default: every workload topic
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME_RE.match(v):
+            raise ValueError("must start with a letter or digit and use only [A-Za-z0-9._-]")
+        return v
+
+    @model_validator(mode="after")
+    def _lag_for_catch_up(self) -> ConsumerSet:
+        if self.start_lag_bytes is not None and self.mode != "catch_up":
+            raise _err("start_lag_bytes", "only applies to mode catch_up")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.mode
+
+
+def _consumer_sets(v: Any) -> Any:
+    # `consumers: {groups: 2, ...}` is one set; a list gives several.
+    return [v] if isinstance(v, dict) else v
+
+
 class Checks(_Model):
     safety: bool = True  # lost writes, duplicates, reordering: always checked
     max_move_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
@@ -529,6 +568,7 @@ class Scenario(_Model):
     actions: list[Action] = Field(default_factory=list)
     checks: Checks = Field(default_factory=Checks)
     network: NetworkSection = Field(default_factory=NetworkSection)
+    consumers: Annotated[list[ConsumerSet], BeforeValidator(_consumer_sets)] = Field(default_factory=list)
     # Each configuration (matrix point) runs this many times; runs differ only in run id
     # (``..__rep=K``), so their spread is the measurement's noise.
     repetitions: Annotated[int, Field(strict=True, ge=1, le=100)] = 1
@@ -566,6 +606,21 @@ class Scenario(_Model):
         for i, name in enumerate(self.prefill.topics or ()):
             if wl.topic(name) is None:
                 raise _err(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
+        labels: dict[str, int] = {}
+        for i, cs in enumerate(self.consumers):
+            if cs.label in labels:
+                raise _err(f"consumers.{i}.name", f"{cs.label!r} also names consumers.{labels[cs.label]}: "
+                                                  f"give each set its own name")
+            labels[cs.label] = i
+            for j, name in enumerate(cs.topics or ()):
+                if wl.topic(name) is None:
+                    raise _err(f"consumers.{i}.topics.{j}", f"unknown topic {name!r} (not in workload.topics)")
+            if cs.mode == "catch_up":
+                empty = [t for t in self.consumer_topics(cs)
+                         if not self.prefill.bytes_per_partition or t not in self.prefill_topics()]
+                if empty:
+                    raise _err(f"consumers.{i}.mode", f"catch_up reads a backlog: topic {empty[0]!r} has no "
+                                                      f"prefill (prefill.bytes_per_partition / prefill.topics)")
 
         net = self.network
         if not system.profile.launched:
@@ -796,6 +851,9 @@ class Scenario(_Model):
                 a["topic"] = prefix + a["topic"]
             for m in a.get("partitions") or ():
                 m["topic"] = prefix + m["topic"]
+        for cs in data["consumers"]:
+            if cs.get("topics") is not None:
+                cs["topics"] = [prefix + n for n in cs["topics"]]
         data["system"]["topic_prefix"] = prefix
         data["system"]["existing_topics"] = self.system.existing_topics or "refuse"
         return parse_scenario(data, f"{self.name} on the cluster at {self.system.bootstrap}", check_matrix=False)
@@ -817,6 +875,9 @@ class Scenario(_Model):
     def partitions(self) -> list[tuple[str, int]]:
         """Every (topic, partition) of the workload."""
         return [(t.name, p) for t in self.workload.topics for p in range(t.partitions)]
+
+    def consumer_topics(self, cs: ConsumerSet) -> list[str]:
+        return list(cs.topics) if cs.topics else [t.name for t in self.workload.topics]
 
     def prefill_topics(self) -> list[str]:
         if self.prefill.topics is not None:

@@ -21,7 +21,7 @@ EXPECTED_SCHEMA = pa.schema(
         ("producer", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
         ("ack_ts", pa.float64()), ("outcome", pa.string()), ("error", pa.string()),
         ("offset", pa.int64()), ("size_bytes", pa.int32()), ("event", pa.string()),
-        ("detail", pa.string()),
+        ("detail", pa.string()), ("group", pa.string()), ("member", pa.string()),
     ]
 )
 
@@ -40,6 +40,16 @@ def sample_rows():
 def test_schema_is_the_published_contract():
     assert SCHEMA.equals(EXPECTED_SCHEMA)
     assert FIELDS == tuple(EXPECTED_SCHEMA.names)
+
+
+def test_histories_written_before_the_consumer_columns_still_read(tmp_path):
+    import pyarrow.parquet as pq
+
+    old = to_table(sample_rows()).drop_columns(["group", "member"])
+    pq.write_table(old, tmp_path / "history.parquet")
+    table = read_history(tmp_path / "history.parquet")
+    assert table.schema.equals(EXPECTED_SCHEMA)
+    assert table.column("group").null_count == len(sample_rows())
 
 
 def test_round_trip_keeps_schema_values_and_defaults(tmp_path):

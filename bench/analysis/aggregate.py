@@ -43,7 +43,8 @@ from bench.check.moves import (
 )
 from bench.check.safety import VERDICTS, verdict, verdict_counts
 from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
-from bench.history.names import EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE
+from bench.history.names import (EVENT_CONSUMERS_READY, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE,
+                                 EVENT_MOVE_PHASE)
 from bench.history.store import SCHEMA
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes, rate_bits
@@ -61,10 +62,14 @@ SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", 
 # longer lists the reassignment, -> the journal's move_complete; the added replicas' size.
 PROTOCOL_FIGURES = ("protocol_leader_change_seconds", "protocol_reassignment_seconds", "journal_complete_seconds",
                     "protocol_target_bytes")
+PHASES = ("before", "during", "after")  # an action's latency windows (bench.check.moves.action_windows)
+# The consumers table's figures given per configuration as median, min and max over its runs.
+CONSUMER_FIGURES = ("e2e_during_p99_ms", "e2e_before_p99_ms", "e2e_after_p99_ms", "gap_seconds",
+                    "catch_up_during_bytes_per_s", "catch_up_before_bytes_per_s")
 # Per-configuration figures given as median, min and max over its runs (configs table).
 SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
                   "producer_unavailable_seconds", "partition_bytes", "bytes_moved", "bytes_moved_at_request",
-                  "bytes_moved_during_move", *PROTOCOL_FIGURES)
+                  "bytes_moved_during_move", *PROTOCOL_FIGURES, *CONSUMER_FIGURES)
 UNKNOWN = "unknown"  # a provenance or configuration fact a summary does not carry
 NICE_BINS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
 TIMELINE_BINS = 60  # at most this many bins per run timeline (coarse enough not to alias batched acks)
@@ -147,6 +152,23 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("tx_peak_bytes_per_s", F64), ("rx_mean_utilisation", F64), ("rx_peak_utilisation", F64),
         ("rx_mean_bytes_per_s", F64), ("rx_peak_bytes_per_s", F64),
     ],
+    # The workload's consumer groups per run and action, as summary.json's ``consumers`` (the
+    # checkers in bench/check/consumers.py, from raw samples): end-to-end latency of tail groups
+    # on the action's partitions, the longest gap without a delivery, catch-up read rates.
+    "consumers": [
+        ("run_key", STR), ("system", STR), ("config_key", STR), ("scenario", STR), ("action_id", STR),
+        ("action", STR), *[(f"e2e_{ph}_{q}_ms", F64) for ph in PHASES for q in ("p50", "p99", "p999")],
+        ("e2e_during_count", I64), ("gap_seconds", F64),
+        *[(f"catch_up_{ph}_bytes_per_s", F64) for ph in PHASES],
+        ("run_e2e_p50_ms", F64), ("run_e2e_p99_ms", F64), ("catch_up_bytes_per_s", F64),
+        ("catch_up_seconds", F64), ("backlog_bytes", F64), ("groups", I64), ("delivery_valid", STR),
+        ("missing", I64), ("redelivered", I64),
+    ],
+    # Per run and time bin (the timeline's bins): tail groups' end-to-end latency quantiles by
+    # delivery time (first delivery of each message), catch-up groups' delivered bytes per second.
+    "consumer_timeline": [("run_key", STR), ("system", STR), ("bin", I64), ("t_rel_s", F64), ("bin_s", F64),
+                          ("delivered", I64), ("e2e_p50_ms", F64), ("e2e_p99_ms", F64),
+                          ("catch_up_bytes_per_s", F64)],
     "errors": [("run_key", STR), ("system", STR), ("outcome", STR), ("error", STR), ("count", I64)],
     # move_phase events of move actions; span: a phase timed from the request that holds other
     # phases (the system's profile names it), never to be stacked on them.
@@ -717,12 +739,106 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     timings["timeline_errors_s"] = time.perf_counter() - t3
     _cpu_mark(timings, "timeline_errors")
 
+    t4 = time.perf_counter()
+    consumer_timeline = _consumer_timeline(spark, hist, tl_params, runs, qmode, accuracy)
+    timings["consumers_s"] = time.perf_counter() - t4
+    _cpu_mark(timings, "consumers")
+
     # 8. Assemble per-move, per-fault and per-run rows.
     moves = _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action)
     run_rows = _run_rows(runs, moves, gaps, run_gaps)
     return {"runs": run_rows, "moves": moves, "outages": _outage_rows(faults, per_tp), "latency": latency_rows,
             "errors": errors, "phases": phases_rows, "timeline": timeline_rows, "links": _link_rows(runs),
-            "move_links": _move_link_rows(runs, moves)}
+            "move_links": _move_link_rows(runs, moves), "consumers": _consumer_rows(runs),
+            "consumer_timeline": consumer_timeline}
+
+
+def _consumer_modes(runs: list[Run]) -> list[tuple[int, str, str]]:
+    """(run_idx, group, mode) of every run's workload consumer groups (its consumers_ready event)."""
+    out = []
+    for r in runs:
+        ev = r.view.events_named(EVENT_CONSUMERS_READY)
+        for gid, g in ((ev[0].detail.get("groups") or {}).items() if ev else ()):
+            out.append((r.idx, str(gid), str(g.get("mode"))))
+    return out
+
+
+def _consumer_timeline(spark, hist, params: list[dict[str, Any]], runs: list[Run], qmode: str,
+                       accuracy: int) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    modes = _consumer_modes(runs)
+    if not modes or not params:
+        return []
+    m = spark.createDataFrame(modes, "run_idx int, group string, mode string")
+    p = spark.createDataFrame([(x["run_idx"], x["t0"], x["bin_s"]) for x in params],
+                              "run_idx int, t0 double, bin_s double")
+    d = (hist.filter(F.col("kind") == "deliver").select("run_idx", "ts", "msg_id", "group", "size_bytes")
+         .join(F.broadcast(m), ["run_idx", "group"]).join(F.broadcast(p), "run_idx"))
+    sent = (hist.filter((F.col("kind") == "send") & (F.col("msg_id") >= 0))
+            .groupBy("run_idx", "msg_id").agg(F.min("ts").alias("send_ts")))
+    first = (d.filter((F.col("mode") == "tail") & (F.col("msg_id") >= 0))
+             .groupBy("run_idx", "group", "msg_id").agg(F.min("ts").alias("ts"), F.first("t0").alias("t0"),
+                                                         F.first("bin_s").alias("bin_s"))
+             .join(sent, ["run_idx", "msg_id"]))
+    tail = (first.withColumn("bin", F.floor((F.col("ts") - F.col("t0")) / F.col("bin_s")).cast("long"))
+            .groupBy("run_idx", "bin").agg(
+                F.count(F.lit(1)).alias("delivered"),
+                _q((F.col("ts") - F.col("send_ts")) * 1000.0, qmode, min(accuracy, TIMELINE_ACCURACY)).alias("q"))
+            .collect())
+    catch = (d.filter(F.col("mode") == "catch_up")
+             .withColumn("bin", F.floor((F.col("ts") - F.col("t0")) / F.col("bin_s")).cast("long"))
+             .groupBy("run_idx", "bin").agg(F.sum("size_bytes").alias("bytes")).collect())
+    by_idx = {r.idx: r for r in runs}
+    binw = {x["run_idx"]: x["bin_s"] for x in params}
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def row(ri: int, b: int) -> dict[str, Any]:
+        if (ri, b) not in rows:
+            rows[(ri, b)] = {"run_key": by_idx[ri].run_key, "system": by_idx[ri].system, "bin": b,
+                             "t_rel_s": b * binw[ri], "bin_s": binw[ri], "delivered": 0, "e2e_p50_ms": None,
+                             "e2e_p99_ms": None, "catch_up_bytes_per_s": None}
+        return rows[(ri, b)]
+
+    for x in tail:
+        q = x["q"] or [None] * 3
+        row(x["run_idx"], x["bin"]).update(delivered=x["delivered"], e2e_p50_ms=q[0], e2e_p99_ms=q[1])
+    for x in catch:
+        row(x["run_idx"], x["bin"])["catch_up_bytes_per_s"] = float(x["bytes"] or 0) / binw[x["run_idx"]]
+    return [rows[k] for k in sorted(rows, key=lambda k: (by_idx[k[0]].run_key, k[1]))]
+
+
+def _consumer_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per run with consumers and per action: summary.json's ``consumers`` figures."""
+    rows = []
+    for r in runs:
+        c = r.summary.get("consumers")
+        if not isinstance(c, dict):
+            continue
+        cu = [g for g in (c.get("catch_up") or {}).values() if isinstance(g, dict)]
+        groups = c.get("groups") or {}
+        run = {"run_key": r.run_key, "system": r.system, "config_key": r.config_key,
+               "scenario": r.summary.get("scenario"),
+               "run_e2e_p50_ms": (c.get("end_to_end_ms") or {}).get("p50_ms"),
+               "run_e2e_p99_ms": (c.get("end_to_end_ms") or {}).get("p99_ms"),
+               "catch_up_bytes_per_s": _med([g.get("bytes_per_s") for g in cu if g.get("bytes_per_s") is not None]),
+               "catch_up_seconds": _med([g.get("catch_up_seconds") for g in cu
+                                         if g.get("catch_up_seconds") is not None]),
+               "backlog_bytes": _med([g.get("backlog_bytes") for g in cu if g.get("backlog_bytes") is not None]),
+               "groups": len(groups), "delivery_valid": str(c.get("delivery_valid")).lower(),
+               "missing": sum(int(g.get("missing") or 0) for g in groups.values()),
+               "redelivered": sum(int(g.get("redelivered") or 0) for g in groups.values())}
+        for a in c.get("actions") or []:
+            e2e = a.get("end_to_end_ms") or {}
+            rates = a.get("catch_up_bytes_per_s") or {}
+            rows.append({**run, "action_id": str(a.get("action_id")), "action": a.get("action"),
+                         **{f"e2e_{ph}_{q}_ms": (e2e.get(ph) or {}).get(f"{q}_ms")
+                            for ph in PHASES for q in ("p50", "p99", "p999")},
+                         "e2e_during_count": (e2e.get("during") or {}).get("count"),
+                         "gap_seconds": a.get("gap_seconds"),
+                         **{f"catch_up_{ph}_bytes_per_s": rates.get(ph) for ph in PHASES}})
+    rows.sort(key=lambda x: (x["run_key"], x["action_id"]))
+    return rows
 
 
 def _named_fault(a: Any, r: Run) -> Any:
@@ -1423,6 +1539,10 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
         row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))
         row.update(_spread_cols("recovery_seconds", (o["recovery_seconds"] for o in outages)))
         row.update(_spread_cols("producer_unavailable_seconds", (x["run_max_unavailable_seconds"] for x in run_rows)))
+        # Consumers: over the configuration's moves (a fault's figures are in the consumers table).
+        cons = [x for x in tables.get("consumers", []) if x["run_key"] in keys and x["action"] in MOVE_ACTIONS]
+        for name in CONSUMER_FIGURES:
+            row.update(_spread_cols(name, (x[name] for x in cons)))
         out.append(row)
     return out
 
@@ -1537,6 +1657,45 @@ PROTOCOL_NOTE = (
     "ListPartitionReassignments every {reassignments:g} s, DescribeLogDirs every {log_dirs:g} s. "
     "'-': not seen that way (a cluster that completes a move within one poll, or does not list it as "
     "a reassignment; no journal outside the harness's own systems).")
+
+
+CONSUMERS_TITLE = "Consumers across moves and faults"
+CONSUMERS_HEAD = ["configuration", "action", "runs", "end-to-end p50 ms (before / during / after)",
+                  "end-to-end p99 ms (before / during / after)", "longest gap without a delivery (s)",
+                  "catch-up read MB/s (before / during / after)", "acked messages not delivered"]
+CONSUMERS_NOTE = (
+    "What the workload's consumer groups felt (scenario section `consumers`; medians over runs, min-max in "
+    "brackets). End-to-end latency: from the producer's send call to a message's first delivery to a `tail` "
+    "group, on the action's partitions, windows by send time as for produce latency; it includes the "
+    "producers' batching (linger.ms) and the time until a message is readable: on the copy system once every "
+    "in-sync replica has it (the high watermark), on the shared system once its WAL write is durable in object "
+    "storage. Gap: the longest time a tail group got no message of those partitions, from 1 s before the action "
+    "to 5 s after its end (a fault: after the producers' first ack past recovery). Catch-up: the backlog "
+    "bytes per second a `catch_up` group (started behind, reading while the load produces) read in each "
+    "window. Not delivered: acked messages some group never got (at least once, per group: must be 0).")
+
+
+def consumer_rows(consumers: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per configuration and action (id): the consumers table's figures, medians (min-max) over runs."""
+    labels = {c["config_key"]: c["config_label"] or c["config_key"] for c in configs}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for x in consumers:
+        by[(x["config_key"], x["action_id"])].append(x)
+    order = {c["config_key"]: i for i, c in enumerate(configs)}
+
+    def spread(xs: list[dict[str, Any]], name: str, scale: float = 1.0) -> str:
+        known = [float(x[name]) * scale for x in xs if x.get(name) is not None]
+        return fmt_range(_med(known), min(known, default=None), max(known, default=None)) if known else MISSING
+
+    rows = []
+    for (ck, aid), xs in sorted(by.items(), key=lambda kv: (order.get(kv[0][0], 1 << 30), kv[0][0], kv[0][1])):
+        rows.append([labels.get(ck, ck), f"{xs[0]['action']} (#{aid})", str(len(xs)),
+                     " / ".join(spread(xs, f"e2e_{ph}_p50_ms") for ph in PHASES),
+                     " / ".join(spread(xs, f"e2e_{ph}_p99_ms") for ph in PHASES),
+                     spread(xs, "gap_seconds"),
+                     " / ".join(spread(xs, f"catch_up_{ph}_bytes_per_s", 1e-6) for ph in PHASES),
+                     str(sum(int(x["missing"] or 0) for x in xs))])
+    return rows
 
 
 def protocol_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
@@ -1766,6 +1925,9 @@ def summary_markdown(res: AggregateResult) -> str:
     if any(c["moves"] for c in t["configs"]):
         lines += ["## Bytes moved per configuration", "", BYTES_SPLIT_NOTE, "",
                   md_table(BYTES_HEAD, bytes_rows(t["configs"])), ""]
+    if t.get("consumers"):
+        lines += [f"## {CONSUMERS_TITLE}", "", CONSUMERS_NOTE, "",
+                  md_table(CONSUMERS_HEAD, consumer_rows(t["consumers"], t["configs"])), ""]
     lines += ["## Runs", "", md_table(
         ["run", "system", "repetition", "sends", "acked", "fail", "info", "p99 ms", "max move s",
          "max unavailable s", "valid", "failed checks"],

@@ -26,7 +26,7 @@ from bench.analysis.aggregate import (
     FIT_ACTIONS, BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
     VERDICTS, bytes_rows, configuration_rows, fmt_num, fmt_spread, link_fill_rows, md_table, model_markdown,
     provenance_lines, recovery_label, result_rows, verdict_counts,
-    PROTOCOL_HEAD, PROTOCOL_NOTE, protocol_rows,
+    PROTOCOL_HEAD, PROTOCOL_NOTE, protocol_rows, CONSUMERS_HEAD, CONSUMERS_NOTE, CONSUMERS_TITLE, consumer_rows,
 )
 from bench.check.moves import BYTES_SPLIT_NOTE
 from bench.history.names import BROKER_NODE_PREFIX, NODE_OBJSTORE
@@ -360,6 +360,52 @@ def fig_timeline(t) -> Figure:
     return Figure("produce_timeline", "Produce latency and ack rate across a move", _png(fig), cap, runs)
 
 
+def fig_consumers(t) -> Figure | None:
+    """Per system, one run with consumers and a measured move: the tail groups' end-to-end
+    latency and the catch-up groups' read rate per time bin. None without such runs."""
+    keys = {x["run_key"] for x in t.get("consumer_timeline") or []}
+    picks = _pick_timeline_runs(t, keys) if keys else []
+    if not picks:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(2, len(picks), figsize=(6.5 * len(picks), 6.5), sharex="col", squeeze=False)
+    runs = []
+    for col, p in enumerate(picks):
+        run, mv = p["run"], p["move"]
+        runs.append(run["run_key"])
+        tl = sorted((x for x in t["consumer_timeline"] if x["run_key"] == run["run_key"]), key=lambda x: x["bin"])
+        t0 = run["timeline_t0"]
+        xs = [x["t_rel_s"] + x["bin_s"] / 2 for x in tl]
+        a_lat, a_cu = axes[0][col], axes[1][col]
+        a_lat.plot(xs, [x["e2e_p50_ms"] for x in tl], color=_color(run["system"]), lw=1.2, label="p50")
+        a_lat.plot(xs, [x["e2e_p99_ms"] for x in tl], color="black", lw=1.0, ls="--", label="p99")
+        a_lat.set_yscale("log")
+        a_lat.set_ylabel("end-to-end latency, tail groups (ms, log)")
+        lats = [v for x in tl for v in (x["e2e_p50_ms"], x["e2e_p99_ms"]) if v]
+        if lats:
+            _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: fmt_num(v))
+        cu = [(x["catch_up_bytes_per_s"] or 0.0) / 1e6 for x in tl]
+        a_cu.plot(xs, cu, color=_color(run["system"]), lw=1.2, label="catch-up groups' reads")
+        a_cu.set_ylabel("catch-up read rate (MB/s)")
+        a_cu.set_ylim(0, max(cu + [0.1]) * 1.15)
+        a_cu.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
+        end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
+        for ax in (a_lat, a_cu):
+            ax.axvspan(mv["request_ts"] - t0, end, color=MOVE_SHADE, alpha=0.35,
+                       label=f"move window ({mv['move_seconds']:.2f} s)")
+        a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
+                        f"run {_run_name(run['run_key'])}", fontsize=9)
+        a_lat.legend(fontsize=8, loc="upper right")
+        a_cu.legend(fontsize=8, loc="upper right")
+    fig.suptitle("Consumers across a partition move: end-to-end latency and catch-up reads", y=1.0)
+    fig.tight_layout()
+    cap = ("Tail groups: latency from the send call to a message's first delivery, quantiles per bin of delivery "
+           "time from raw samples. Catch-up groups: bytes delivered per second (backlog first, then the live "
+           "tail). Shaded: from the move request to the first ack served by the new owner. From "
+           + _short_runs(runs) + ".")
+    return Figure("consumers_timeline", "Consumers across a move", _png(fig), cap, runs)
+
+
 NIC_COLORS = {"tx": "#e67e22", "rx": "#2e86c1"}
 NIC_LABELS = {"tx": "sent (tx)", "rx": "received (rx)"}
 MOVE_SHADE = "#f4d03f"
@@ -684,8 +730,8 @@ def fig_rebalance(t) -> Figure:
     return Figure("rebalance", "Cluster rebalance (simulated)", _png(fig), cap, runs)
 
 
-FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_links, fig_unavailable, fig_phases, fig_projection,
-           fig_rebalance)
+FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_consumers, fig_links, fig_unavailable, fig_phases,
+           fig_projection, fig_rebalance)
 
 
 # --------------------------------------------------------------------------------------------
@@ -866,7 +912,7 @@ def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | o
     t, model = _load(agg_dir)
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    figs = [f(t) for f in FIGURES]
+    figs = [f for f in (make(t) for make in FIGURES) if f is not None]
     for f in figs:
         (out / "figures" / f"{f.name}.png").write_bytes(f.png)
     synthetic = [r["run_key"] for r in t["runs"] if r.get("synthetic")]
@@ -913,6 +959,9 @@ def render_markdown(t, figs: list[Figure], synthetic: list[str], model: dict[str
     if any(c["moves"] for c in cfgs):
         lines += ["## Bytes moved per configuration", "", BYTES_SPLIT_NOTE, "", md_table(BYTES_HEAD, bytes_rows(cfgs)), ""]
         lines += [f"## {PROTOCOL_TITLE}", "", protocol_note(), "", md_table(PROTOCOL_HEAD, protocol_rows(cfgs)), ""]
+    if t.get("consumers"):
+        lines += [f"## {CONSUMERS_TITLE}", "", CONSUMERS_NOTE, "",
+                  md_table(CONSUMERS_HEAD, consumer_rows(t["consumers"], cfgs)), ""]
     for f in figs:
         lines += [f"## {f.title}", "", f"![{f.title}](figures/{f.name}.png)", "", f"*{f.caption}*", ""]
     lines += ["## Link fill during moves", ""] + (
@@ -1010,6 +1059,9 @@ def render_html(t, figs: list[Figure], synthetic: list[str], model: dict[str, An
                      + _html_table(BYTES_HEAD, bytes_rows(cfgs)))
         parts.append(f"<h2>{PROTOCOL_TITLE}</h2><p>{_md_inline(protocol_note())}</p>"
                      + _html_table(PROTOCOL_HEAD, protocol_rows(cfgs)))
+    if t.get("consumers"):
+        parts.append(f"<h2>{CONSUMERS_TITLE}</h2><p>{_md_inline(CONSUMERS_NOTE)}</p>"
+                     + _html_table(CONSUMERS_HEAD, consumer_rows(t["consumers"], cfgs)))
     for f in figs:
         b64 = base64.b64encode(f.png).decode("ascii")
         parts.append(f"<h2>{html.escape(f.title)}</h2><figure><img alt='{html.escape(f.title)}' "

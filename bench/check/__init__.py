@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.check.consumers import check_catch_up, check_consumer_gaps, check_delivery, check_end_to_end
 from bench.check.moves import check_bytes_moved, check_latency, check_move_seconds, check_unavailable_seconds
 from bench.check.safety import (
     check_duplicates,
@@ -50,6 +51,11 @@ CHECKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "bytes_moved": check_bytes_moved,
     "unavailable_seconds": check_unavailable_seconds,
     "latency": check_latency,
+    # The workload's consumer groups (bench/check/consumers.py; valid True without consumers)
+    "delivery": check_delivery,
+    "end_to_end": check_end_to_end,
+    "consumer_gaps": check_consumer_gaps,
+    "catch_up": check_catch_up,
 }
 
 
@@ -72,7 +78,8 @@ def check_all(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str
 
 
 __all__ = [
-    "CHECKERS", "HistoryView", "check_all", "check_bytes_moved", "check_duplicates", "check_latency",
+    "CHECKERS", "HistoryView", "check_all", "check_bytes_moved", "check_catch_up", "check_consumer_gaps",
+    "check_delivery", "check_duplicates", "check_end_to_end", "check_latency",
     "check_lost_writes", "check_move_seconds", "check_reordering", "check_unavailable_seconds",
     "check_unexpected", "check_unseen",
 ]

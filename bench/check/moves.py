@@ -455,6 +455,24 @@ def _percentiles(lat_ms: np.ndarray) -> dict[str, Any]:
             "p999_ms": float(p999), "max_ms": float(lat_ms.max())}
 
 
+def action_windows(v: HistoryView) -> list[tuple[Any, np.ndarray, dict[str, tuple[float, float, bool]]]]:
+    """Per action (in start order): the action, its partitions' keys (sorted) and its windows
+    ``{before, during, after: (from, to, to_inclusive)}`` as :func:`check_latency` defines them."""
+    acts = v.actions
+    out = []
+    prev_end = v.load_start
+    for i, a in enumerate(acts):
+        nxt = acts[i + 1].start if i + 1 < len(acts) else v.load_end
+        end = a.end if a.end is not None else max(nxt, a.start)
+        keys = np.array(sorted(int(_tp_key(v.topic_code[t], p)) for t, p in a.partitions
+                               if t in v.topic_code), dtype=np.int64)
+        out.append((a, keys, {"before": (max(v.load_start, prev_end), a.start, False),
+                              "during": (a.start, end, False),
+                              "after": (end, max(nxt, end), True)}))
+        prev_end = end
+    return out
+
+
 def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """Produce latency (``ack_ts - ts``, ms) percentiles p50 / p99 / p999 from raw samples
     (numpy, linear interpolation; never averaged across windows), by send invocation time.
@@ -469,7 +487,6 @@ def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict
     """
     v = _view(history, scenario)
     b = v.by_send_ts
-    acts = v.actions
 
     def window(lo: float, hi: float, keys: np.ndarray | None, inclusive_hi: bool) -> dict[str, Any]:
         i0 = int(np.searchsorted(b["ts"], lo, "left"))
@@ -484,21 +501,12 @@ def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict
                 "fail_count": int(b["fail_cum"][i1] - b["fail_cum"][i0])}
 
     out_actions = []
-    prev_end = v.load_start
-    for i, a in enumerate(acts):
-        nxt = acts[i + 1].start if i + 1 < len(acts) else v.load_end
-        end = a.end if a.end is not None else max(nxt, a.start)
-        keys = np.array(sorted(int(_tp_key(v.topic_code[t], p)) for t, p in a.partitions
-                               if t in v.topic_code), dtype=np.int64)
-        bounds = {"before": (max(v.load_start, prev_end), a.start, False),
-                  "during": (a.start, end, False),
-                  "after": (end, max(nxt, end), True)}
+    for a, keys, bounds in action_windows(v):
         out_actions.append({
             "action_id": a.action_id, "action": a.kind, "end_known": a.end is not None,
             "all": {ph: window(lo, hi, None, inc) for ph, (lo, hi, inc) in bounds.items()},
             "partitions": {ph: window(lo, hi, keys, inc) for ph, (lo, hi, inc) in bounds.items()},
         })
-        prev_end = end
     run = _percentiles(b["lat_ms"])
     return {"valid": "unknown" if run["count"] == 0 else True, "run": run, "actions": out_actions}
 

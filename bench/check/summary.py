@@ -41,6 +41,12 @@ clock). Shape::
                 the worst partition's first ack after recovery),
                 during_moves (move action ids in flight at the fault), run_unavailable_seconds
                 (worst gap of those partitions over the whole run)}],
+     consumers: null without workload consumers, else {groups: {id: {set, mode, required,
+                delivered, missing, redelivered}}, delivery_valid, end_to_end_ms (tail groups, run),
+                catch_up: {id: {backlog_bytes, catch_up_seconds, bytes_per_s, caught_up}},
+                actions: [{action_id, action, end_to_end_ms: {before|during|after: {count, p50_ms,
+                p99_ms, p999_ms}} (the action's partitions), gap_seconds (longest time a tail
+                group got nothing), catch_up_bytes_per_s: {before|during|after}}]}
      cpu: {process: mean %},
      links: {node: {tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
                             mean_utilisation}}}  (emulated links only; tx = sent by the node)}
@@ -364,6 +370,43 @@ def _outages(v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _mean_known(xs: list[Any]) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _consumers(checks: dict[str, Any]) -> dict[str, Any] | None:
+    """The consumer groups' figures (bench/check/consumers.py) per run and per action; None for
+    a run without consumers."""
+    delivery = checks["delivery"]
+    if not delivery["groups"]:
+        return None
+    e2e, gaps, cu = checks["end_to_end"], checks["consumer_gaps"], checks["catch_up"]
+    gap_by = {a["action_id"]: a for a in gaps["actions"]}
+    actions = []
+    for a in e2e["actions"] or [{"action_id": x["action_id"], "action": x["action"]} for x in gaps["actions"]]:
+        aid = a["action_id"]
+        rates = [x["bytes_per_s"] for g in cu["groups"].values() for x in g["actions"] if x["action_id"] == aid]
+        actions.append({
+            "action_id": aid, "action": a["action"],
+            "end_to_end_ms": {ph: {k: w.get(k) for k in ("count", "p50_ms", "p99_ms", "p999_ms")}
+                              for ph, w in (a.get("partitions") or {}).items()},
+            "gap_seconds": (gap_by.get(aid) or {}).get("max_gap_seconds"),
+            # over the catch-up groups (each its own rate; a mean of rates, not of latencies)
+            "catch_up_bytes_per_s": {ph: _mean_known([r[ph] for r in rates]) for ph in ("before", "during", "after")}
+            if rates else None,
+        })
+    return {
+        "groups": {gid: {k: g[k] for k in ("set", "mode", "required", "delivered", "missing", "redelivered")}
+                   for gid, g in delivery["groups"].items()},
+        "delivery_valid": delivery["valid"],
+        "end_to_end_ms": e2e["run"],
+        "catch_up": {gid: {k: g[k] for k in ("backlog_bytes", "catch_up_seconds", "bytes_per_s", "caught_up")}
+                     for gid, g in cu["groups"].items()},
+        "actions": actions,
+    }
+
+
 def _cpu(v: HistoryView) -> dict[str, Any]:
     """Mean CPU % (100 = one core) per process over the ``cpu_sample`` events of the load;
     ``_machine`` is the whole machine (100 = all cores)."""
@@ -412,6 +455,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
                    "incomplete": [f"{d.get('topic')}-{d.get('partition')}: {d.get('error')}"
                                   for d in verify if not d.get("complete")]},
         "outages": _outages(v, checks),
+        "consumers": _consumers(checks),
         "cpu": _cpu(v),
         "links": _links(v),
     }

@@ -161,6 +161,7 @@ class HistoryView:
         self.s_topic = _codes(sends.column("topic"), self.topics)
         self.s_part = _num(sends.column("partition"), -1, np.int64)
         self.s_prod = _codes(sends.column("producer"), self.producers)
+        self.s_off = _num(sends.column("offset"), -1, np.int64)
 
         r_id = _num(reads.column("msg_id"), -1, np.int64)
         keep = r_id >= 0  # negative ids are not harness messages (e.g. prefill)
@@ -251,6 +252,29 @@ class HistoryView:
             "info_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == _INFO)]),
             "fail_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == _FAIL)]),
         }
+
+    @cached_property
+    def deliveries(self) -> dict[str, Any]:
+        """The workload consumers' ``deliver`` rows sorted by ts: ts, msg id (-1: prefill),
+        topic code, partition, offset, value bytes, group code (into ``groups``), and for each the
+        index of its send row (-1 if none, e.g. prefill)."""
+        kind = self.table.column("kind")
+        d = self.table.filter(pc.fill_null(pc.equal(kind, "deliver"), False))
+        groups = sorted(pc.unique(d.column("group")).drop_null().to_pylist())
+        ts = _num(d.column("ts"), math.nan, np.float64)
+        order = np.argsort(ts, kind="stable")
+        ids = _num(d.column("msg_id"), -1, np.int64)[order]
+        send = np.full(ids.size, -1, dtype=np.int64)
+        if self.s_id.size and ids.size:
+            s_order = np.lexsort((self.s_out, self.s_id))  # per msg_id an ok send first
+            sorted_ids = self.s_id[s_order]
+            pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+            send = np.where((ids >= 0) & (sorted_ids[pos] == ids), s_order[pos], -1)
+        return {"ts": ts[order], "id": ids, "topic": _codes(d.column("topic"), self.topics)[order],
+                "part": _num(d.column("partition"), -1, np.int64)[order],
+                "off": _num(d.column("offset"), -1, np.int64)[order],
+                "size": _num(d.column("size_bytes"), 0, np.int64)[order],
+                "group": _codes(d.column("group"), groups)[order], "groups": groups, "send": send}
 
     @cached_property
     def read_positions(self) -> dict[str, np.ndarray]:

@@ -15,6 +15,11 @@ EVENT_PREFILL = "prefill"  # per partition {topic, partition, bytes, messages, .
 EVENT_LOAD_STARTED = "load_started"  # time zero of the action timeline
 EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, ...}
 EVENT_VERIFY = "verify"  # per partition {high_watermark, read, complete, error}
+# The workload's consumers (bench/run/consumers.py): every group joined and assigned, before the
+# load starts {groups: {id: {set, mode, assignment, members, topics, start, backlog}}, seconds};
+# their end {delivered, caught_up, behind, locust}
+EVENT_CONSUMERS_READY = "consumers_ready"
+EVENT_CONSUMERS_FINISHED = "consumers_finished"
 EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
 EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every cpu_sample
 # Emulated links, once a second during the load: {node: {tx_bytes_per_s, rx_bytes_per_s, rate_bits}}

@@ -1,7 +1,8 @@
 """Append-only run history stored as Parquet.
 
 One row per operation, Jepsen style: a ``send`` (a produce request and its outcome), a ``read``
-(a message the verifying consumer saw) or an ``event`` (harness actions, leader changes, move
+(a message the verifying consumer saw), a ``deliver`` (a message a workload consumer got, with
+its ``group`` and ``member``) or an ``event`` (harness actions, leader changes, move
 phases, counters). The schema below is a contract shared by the runner, the checkers, the Spark
 aggregation and the report; change it only together with them.
 
@@ -28,8 +29,8 @@ import pyarrow.parquet as pq
 
 SCHEMA = pa.schema(
     [
-        ("kind", pa.string()),  # "send" | "read" | "event"
-        ("ts", pa.float64()),  # unix seconds: send invoked / message read / event happened
+        ("kind", pa.string()),  # "send" | "read" | "deliver" | "event"
+        ("ts", pa.float64()),  # unix seconds: send invoked / message read or delivered / event happened
         ("msg_id", pa.int64()),  # unique per message within a run; -1 for events
         ("producer", pa.string()),  # null for events
         ("topic", pa.string()),
@@ -41,11 +42,13 @@ SCHEMA = pa.schema(
         ("size_bytes", pa.int32()),
         ("event", pa.string()),  # for kind=event: action_start, leader_change, counter, ...
         ("detail", pa.string()),  # JSON text
+        ("group", pa.string()),  # deliver: the consumer group (null: partitions assigned by hand)
+        ("member", pa.string()),  # deliver: the consumer within its group
     ]
 )
 
 FIELDS: tuple[str, ...] = tuple(SCHEMA.names)
-KINDS = frozenset({"send", "read", "event"})
+KINDS = frozenset({"send", "read", "deliver", "event"})
 OUTCOMES = frozenset({"ok", "fail", "info"})
 
 _FIELD_SET = frozenset(FIELDS)

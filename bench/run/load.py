@@ -14,6 +14,10 @@
   ``{"event": "finished", ...}`` (with Locust's own request stats) at the end. After
   ``duration_s`` it stops sending, waits up to ``drain_s`` for outstanding acks, purges the rest
   (reported as fail/info) and exits. SIGTERM/SIGINT end it early the same way (drain 2 s).
+* ``python -m bench.run.load CONSUMERS.json`` (a spec with ``members``) runs the workload's
+  consumers the same way, in a process of their own (:func:`drive_consumers`): every message a
+  member reads becomes a ``deliver`` row. The runner commits each group's start offsets first
+  (:func:`commit_offsets`) and starts the producers once every group has its partitions.
 * :func:`verify` (runner's process) reads every partition from offset 0 to its high watermark
   after the load, as ``read`` rows.
 """
@@ -299,6 +303,177 @@ def drive(spec: dict[str, Any]) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# Workload consumers: where they start, and the Locust consumer process
+
+
+def high_watermarks(bootstrap: str, tps: Iterable[tuple[str, int]], *, timeout_s: float = 30.0,
+                    client: Mapping[str, Any] | None = None) -> dict[tuple[str, int], int]:
+    """Each partition's high watermark now (LoadError naming the partition if one cannot be
+    read within ``timeout_s``)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(clients.librdkafka(bootstrap, {"group.id": "bench-watermarks", "enable.auto.commit": False,
+                                                "client.id": "bench-watermarks"}, client))
+    out: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        for tp in tps:
+            while True:
+                try:
+                    out[tp] = c.get_watermark_offsets(TopicPartition(*tp), timeout=5, cached=False)[1]
+                    break
+                except Exception as exc:
+                    if time.monotonic() > deadline:
+                        raise LoadError(f"high watermark of {tp[0]}-{tp[1]}: {exc}") from None
+                    time.sleep(0.5)
+    finally:
+        c.close()
+    return out
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int], *,
+                   client: Mapping[str, Any] | None = None) -> None:
+    """Commit ``offsets`` for ``group`` before any member joins (a commit outside any generation,
+    as Kafka's tools reset a group's offsets), so the group starts exactly there."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer(clients.librdkafka(bootstrap, {"group.id": group, "enable.auto.commit": False,
+                                                "client.id": "bench-offsets"}, client))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                res = c.commit(offsets=[TopicPartition(t, p, off) for (t, p), off in offsets.items()],
+                               asynchronous=False)
+                bad = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res or () if tp.error]
+                if not bad:
+                    return
+                err = "; ".join(bad)
+            except KafkaException as exc:
+                err = str(exc)
+            if time.monotonic() > deadline:
+                raise LoadError(f"group {group}: committing its start offsets failed: {err}")
+            time.sleep(0.5)
+    finally:
+        c.close()
+
+
+def drive_consumers(spec: dict[str, Any]) -> int:
+    """Run the workload's consumers (``spec["members"]``: one ``{group, member, topics, assign}``
+    per Locust user, see :class:`workloads.kafka_consume.KafkaConsumerUser`). Prints ``ready``
+    once every group has all its partitions assigned, ``progress`` every 0.5 s and ``finished``.
+    SIGUSR2: go (the load started; paused catch-up readers start). SIGUSR1: finish - read on until every group has delivered up to the high watermarks of now
+    (at most ``drain_s``), then leave the groups. SIGTERM / SIGINT: leave at once."""
+    import locust  # noqa: F401  (first: gevent monkey-patching)
+    import gevent
+    import signal
+    from gevent.event import Event
+
+    from locust.env import Environment
+
+    from bench.history.store import HistoryWriter
+    from workloads import kafka_consume as kc
+
+    writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
+    members = spec["members"]
+    opts = kc.options(kafka_bootstrap=spec["bootstrap"], kafka_consumer_config=json.dumps(
+        {**clients.resolve(spec.get("client")), **spec.get("consumer_config", {})}))
+    env = Environment(user_classes=[kc.KafkaConsumerUser], parsed_options=opts, events=locust.events)
+    env.kafka_history = writer
+    env.kafka_consumers = members
+    runner = env.create_local_runner()
+    finish, stop_now, go = Event(), Event(), Event()
+    env.kafka_go = go
+    go_ts: list[float] = []
+
+    def on_go() -> None:
+        go_ts.append(time.time())
+        go.set()
+
+    gevent.signal_handler(signal.SIGUSR2, on_go)
+    gevent.signal_handler(signal.SIGUSR1, finish.set)
+    gevent.signal_handler(signal.SIGTERM, stop_now.set)
+    gevent.signal_handler(signal.SIGINT, stop_now.set)
+    groups: dict[str, set[tuple[str, int]]] = {}
+    for m in members:
+        groups.setdefault(m["group"], set()).update((t, int(p)) for t, p in m["partitions"])
+
+    def users() -> list:
+        return list(kc._active)
+
+    def positions() -> dict[str, dict[tuple[str, int], int]]:
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for u in users():
+            g = out.setdefault(u.group_id, {})
+            for tp, off in u.next_offset.items():
+                g[tp] = max(g.get(tp, -1), off)
+        return out
+
+    t0 = time.monotonic()
+    runner.start(len(members), spawn_rate=len(members))
+    deadline = t0 + float(spec.get("ready_timeout_s", 60))
+    while True:
+        assigned: dict[str, set] = {}
+        for u in users():
+            assigned.setdefault(u.group_id, set()).update(u.assigned)
+        waiting = {g: sorted(want - assigned.get(g, set())) for g, want in groups.items()
+                   if want - assigned.get(g, set())}
+        if not waiting and len(users()) == len(members):
+            break
+        crashed = [e["msg"] for e in runner.exceptions.values()]
+        if crashed or time.monotonic() > deadline or stop_now.is_set():
+            why = f"a consumer user failed: {crashed[0]}" if crashed else f"partitions not assigned {waiting}"
+            _emit({"event": "error", "ts": time.time(), "error": f"consumers not ready: {why}"})
+            runner.quit()
+            writer.close()
+            return 1
+        gevent.sleep(0.05)
+    _emit({"event": "ready", "ts": time.time(), "seconds": time.monotonic() - t0})
+
+    def progress() -> None:
+        last_t, last_n = time.monotonic(), 0
+        while True:
+            gevent.sleep(0.5)
+            now = time.monotonic()
+            n = sum(u.delivered for u in users())
+            _emit({"event": "progress", "ts": time.time(), "delivered": n,
+                   "rate": (n - last_n) / max(1e-6, now - last_t)})
+            last_t, last_n = now, n
+
+    reporter = gevent.spawn(progress)
+    while not finish.is_set() and not stop_now.is_set():
+        gevent.sleep(0.1)
+    behind: dict[str, dict[str, int]] = {}
+    if finish.is_set() and not stop_now.is_set():
+        # Everything acked so far is below these marks: read on until each group has it all.
+        hw = high_watermarks(spec["bootstrap"], sorted(set().union(*groups.values())),
+                             client=spec.get("client"))
+        end = time.monotonic() + float(spec["drain_s"])
+        while time.monotonic() < end and not stop_now.is_set():
+            pos = positions()
+            behind = {g: {f"{t}-{p}": hw[(t, p)] - pos.get(g, {}).get((t, p), 0) for t, p in want
+                          if pos.get(g, {}).get((t, p), 0) < hw[(t, p)]} for g, want in groups.items()}
+            behind = {g: b for g, b in behind.items() if b}
+            if not behind:
+                break
+            gevent.sleep(0.1)
+    reporter.kill()
+    delivered = sum(u.delivered for u in users())
+    for u in users():
+        u.close()
+    runner.quit()
+    writer.close()
+    total = env.stats.total
+    _emit({"event": "finished", "ts": time.time(), "delivered": delivered, "behind": behind,
+           "go_ts": go_ts[0] if go_ts else None,
+           "caught_up": not behind, "early": stop_now.is_set(),
+           "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,
+                      "median_response_time_ms": total.median_response_time,
+                      "p99_response_time_ms": total.get_response_time_percentile(0.99)}})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -306,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
-    return drive(spec)
+    # One spec per process: the producers', or the consumers' (spec["members"]).
+    return drive_consumers(spec) if "members" in spec else drive(spec)
 
 
 if __name__ == "__main__":

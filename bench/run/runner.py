@@ -52,6 +52,8 @@ from bench.check import summary as summary_mod
 from bench.history.journal import MoveWindows, translate_all
 from bench.history.names import (
     EVENT_CLUSTER_STARTED,
+    EVENT_CONSUMERS_FINISHED,
+    EVENT_CONSUMERS_READY,
     EVENT_EXTERNAL_CLUSTER,
     EVENT_HARNESS_ERROR,
     EVENT_JOURNAL_TRANSLATED,
@@ -67,6 +69,7 @@ from bench.history.names import (
 from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
 from bench.run import clients, observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
+from bench.run.consumers import ConsumerProcess
 from bench.run.external import ExternalCluster
 from bench.run.load import prefill, verify
 from bench.run.network import rate_bits
@@ -81,6 +84,8 @@ DEFAULT_RESULTS = ROOT / "results"
 
 VERIFY_MIN_BYTES_PER_S = 4e6  # the verifying consumer's bound: 120 s + the partitions' bytes at this rate
 DRAIN_S = 20.0  # load process: wait this long for outstanding acks after the load
+# The partial histories merged into history.parquet: the runner's, the producers', the consumers'.
+HISTORY_PARTS = (".history-runner.parquet", ".history-load.parquet", ".history-consume.parquet")
 
 log = logging.getLogger("bench.run.runner")
 
@@ -142,6 +147,8 @@ class Run:
         self.cluster: Cluster | None = None
         self.cluster_tmp: Path | None = None
         self.load_proc: subprocess.Popen | None = None
+        self.consumers: ConsumerProcess | None = None
+        self.prefilled: dict[tuple[str, int], dict] = {}
         self.history: HistoryWriter | None = None
         self.threads: list[threading.Thread] = []
         self._admin_client = None
@@ -282,6 +289,7 @@ class Run:
             with self._fast_links(when=sc.prefill.fast_links):
                 res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
                               batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
+                self.prefilled = res
                 for (t, p), r in res.items():
                     self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
                                topic=t, partition=p)
@@ -291,9 +299,16 @@ class Run:
                 self._notify()
                 self._wait_partitions(lambda m: set(m["isr"]) == set(m["replicas"]), 180.0,
                                       "replicas not in sync after the prefill")
+        if sc.consumers:
+            st.phase = "consumers joining"
+            self._notify()
+            self.consumers = ConsumerProcess(sc, self.cluster.bootstrap, self.dir, self.logs, ROOT, self._consumer_event)
+            self.consumers.start(self.prefilled, st.stop)
         st.phase = "load"
         self._notify()
         self._start_load()
+        if self.consumers is not None:
+            self.consumers.go()
         t_zero = st.load_started
         self.thread(run_timeline, "timeline", self, t_zero)
         self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
@@ -317,6 +332,10 @@ class Run:
             while a.status in ("pending", "running") and time.time() < t_moves and not st.stop.is_set():
                 time.sleep(0.1)
                 self._notify()
+        if self.consumers is not None:
+            st.phase = "consumers catching up"
+            self._notify()
+            self.consumers.finish()
         st.phase = "verify"
         self._notify()
         tps = sc.partitions()
@@ -460,6 +479,9 @@ class Run:
                 raise RunError("load process did not start within 60 s")
             started.wait(0.1)
 
+    def _consumer_event(self, what: str, detail: dict[str, Any], ts: float) -> None:
+        self.event(EVENT_CONSUMERS_READY if what == "ready" else EVENT_CONSUMERS_FINISHED, detail, ts=ts)
+
     def _read_load(self, started: threading.Event) -> None:
         with open(self.logs / "load.jsonl", "a") as out:
             for line in self.load_proc.stdout:
@@ -512,6 +534,11 @@ class Run:
             self._stop_load()
         except Exception:
             log.exception("stopping the load process")
+        if self.consumers is not None:
+            try:
+                self.consumers.stop()
+            except Exception:
+                log.exception("stopping the consumer process")
         for t in self.threads:
             t.join(timeout=5)
         for c in (self._admin_client, self._observer_client):
@@ -571,7 +598,7 @@ class Run:
 
         self.history.close()
         tables = []
-        for name in (".history-runner.parquet", ".history-load.parquet"):
+        for name in HISTORY_PARTS:
             path = self.dir / name
             try:
                 tables.append(read_history(path))
@@ -584,7 +611,7 @@ class Run:
         tmp = self.dir / "history.parquet.tmp"
         pq.write_table(table, tmp, row_group_size=131_072)
         os.replace(tmp, self.dir / "history.parquet")
-        for name in (".history-runner.parquet", ".history-load.parquet"):
+        for name in HISTORY_PARTS:
             path = self.dir / name
             if path.exists():
                 path.unlink()
