@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
 
-# The main job: both systems in their production configurations, reassign-one at two partition
-# sizes and broker-loss, each configuration 3 times; then the Spark tables and the report.
+# The main job: both systems in their production configurations, reassign-one at four partition
+# sizes, broker-loss and consume-move (consumer groups), each configuration 3 times; then the Spark tables and the report.
 bench: $(STAMP)
 	$(PY) -m bench suite default
 	$(PY) -m bench aggregate results

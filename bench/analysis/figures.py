@@ -133,6 +133,8 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     lat = {a.get("action_id"): a for a in (checks.get("latency") or {}).get("actions") or []}
     during = [((lat.get(m.get("action_id")) or {}).get("all") or {}).get("during", {}).get("p99_ms") for m in moves]
     moved = [(m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0) for m in moves]
+    move_ids = {m.get("action_id") for m in moves}
+    cons = [a for a in ((s.get("consumers") or {}).get("actions") or []) if a.get("action_id") in move_ids]
     return {
         "move_seconds": _median([m.get("move_seconds") for m in moves]),
         "partition_bytes": _median([m.get("partition_bytes") for m in moves]),
@@ -147,6 +149,11 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         "acked_msgs_per_s": (s.get("producer") or {}).get("rate_msgs_per_s"),
         "load_cpu_percent": (s.get("cpu") or {}).get("load"),
         "load_cpu_s_per_1000_msgs": load_cpu_per_1000(s),
+        # consumer groups during the moves (summary.json's consumers; bench/check/consumers.py)
+        "e2e_p99_during_move_ms": max((x for a in cons if _num(x := ((a.get("end_to_end_ms") or {})
+                                                                   .get("during") or {}).get("p99_ms"))), default=None),
+        "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if _num(a.get("gap_seconds"))), default=None),
+        "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
     }
 
 
@@ -337,6 +344,9 @@ RUN_COLUMNS = [
     ("unavailable s", "unavailable_seconds", 1.0),
     ("p99 ack during move ms", "p99_during_move_ms", 1.0),
     ("outage s", "outage_seconds", 1.0),
+    ("e2e p99 during move ms", "e2e_p99_during_move_ms", 1.0),
+    ("consumer gap s", "consumer_gap_seconds", 1.0),
+    ("catch-up MB/s during move", "catch_up_during_move_bytes_per_s", 1e-6),
     ("acked msgs/s", "acked_msgs_per_s", 1.0),
     ("produce p99 ms", "produce_p99_ms", 1.0),
     ("load CPU %", "load_cpu_percent", 1.0),

@@ -71,7 +71,8 @@ def poll_metadata(run: Any, client, topics: list[str]) -> None:
 
 
 def sample_processes(run: Any, until: float) -> None:
-    """Every second during the load: CPU % (of one core) of the load process, the harness itself
+    """Every second during the load: CPU % (of one core) of the load process, the consumer process,
+    the harness itself
     and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
     resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges)."""
     procs: dict[str, psutil.Process] = {}
@@ -86,6 +87,8 @@ def sample_processes(run: Any, until: float) -> None:
 
     while time.time() < until and not run.state.stop.is_set():
         track("load", run.load_proc.pid if run.load_proc else None)
+        consumers = getattr(run, "consumers", None)
+        track("consume", consumers.proc.pid if consumers is not None and consumers.proc else None)
         track("harness", os.getpid())
         if run.cluster is not None:
             for name, pid in run.cluster.processes():

@@ -1,7 +1,7 @@
 """The harness runner: one scenario (or each run of its matrix) end to end.
 
-For each run: start a cluster, create the topics with a fixed placement, prefill, start the Locust
-load process (``bench/run/load.py``), execute the actions at their ``at_s`` (seconds after the load
+For each run: start a cluster, create the topics with a fixed placement, prefill, start the
+scenario's consumer groups (``bench/run/consumers.py``) if any, start the Locust load process (``bench/run/load.py``), execute the actions at their ``at_s`` (seconds after the load
 started) while a metadata poller records leader changes as a client sees them, stop the load
 (drain acks), read every partition back with a verifying consumer, stop the cluster, translate
 the cluster's event journals (``bench/history/journal.py``), write the history and run the checkers.
@@ -15,7 +15,8 @@ Run layout (the aggregation depends on it)::
         summary.json        bench/check/summary.py: run info, params, checks, moves, producer
         logs/               every process's log: controller.log, broker-N.log, object store,
                             load.log (Locust process stderr), load.jsonl (its progress lines),
-                            load-spec.json (what it was asked to do), harness.log
+                            load-spec.json (what it was asked to do), harness.log; with
+                            consumers: consume.log, consume.jsonl, consume-spec.json
         cluster/            cluster.json and <process>/events.jsonl (the cluster's journals; the
                             cluster ran in a temporary directory, its data is not kept unless
                             --keep-data, then it is moved to cluster-data/)

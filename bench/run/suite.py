@@ -1,6 +1,7 @@
 """``python -m bench suite default`` (what ``make bench`` runs): both systems in their production
 configurations, ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the move
-models' held-out size check needs) and ``broker-loss``,
+models' held-out size check needs), ``broker-loss`` and ``consume-move`` (consumer groups across a
+move and a broker kill),
 every broker of both systems on its own 100mbit link, each configuration repeated
 (``REPETITIONS``) so the report can give medians with their spread; then a comparison table. Runs land in the usual places
 (``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
@@ -25,6 +26,7 @@ SUITES = {
     "default": [
         ("reassign-one", []),
         ("broker-loss", []),
+        ("consume-move", []),
     ],
 }
 
