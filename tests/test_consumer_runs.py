@@ -16,6 +16,7 @@ from bench.scenario import parse_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
+SYSTEMS = ("replication", "shared")
 SCENARIO = {
     "name": "consume-small",
     "system": {"kind": "replication", "brokers": 3,
@@ -32,15 +33,26 @@ SCENARIO = {
 }
 
 
-@pytest.fixture(scope="module", params=["replication", "shared"])
-def consumer_run(request, tmp_path_factory):
-    data = json.loads(json.dumps(SCENARIO))
-    data["system"]["kind"] = request.param
-    if request.param == "shared":
-        data["actions"][0]["to"] = [3]
-    sc = parse_scenario(data, "consume-small.yaml")
-    [(run_dir, summary)] = run_scenario(sc, results_root=tmp_path_factory.mktemp(request.param), progress=False)
-    return request.param, Path(run_dir), summary
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Both systems' runs under one results root: {system: (run_dir, summary)}, and the root."""
+    root = tmp_path_factory.mktemp("results")
+    out = {}
+    for system in SYSTEMS:
+        data = json.loads(json.dumps(SCENARIO))
+        data["system"]["kind"] = system
+        if system == "shared":
+            data["actions"][0]["to"] = [3]
+        [(run_dir, summary)] = run_scenario(parse_scenario(data, "consume-small.yaml"), results_root=root,
+                                            progress=False)
+        out[system] = (Path(run_dir), summary)
+    return root, out
+
+
+@pytest.fixture(params=SYSTEMS)
+def consumer_run(request, runs):
+    run_dir, summary = runs[1][request.param]
+    return request.param, run_dir, summary
 
 
 def test_every_acked_message_reaches_every_group_across_the_move_and_the_kill(consumer_run):
@@ -74,3 +86,18 @@ def test_tail_members_split_the_partitions_and_consumers_felt_the_actions(consum
     cu = next(iter(c["catch_up"].values()))
     assert cu["caught_up"] is True and cu["backlog_bytes"] >= 4 * 2**20
     assert cu["bytes_per_s"] > 0
+
+
+def test_aggregate_and_report_show_consumers_of_both_systems(runs, tmp_path):
+    from bench.analysis.aggregate import aggregate
+    from bench.analysis.report import build_report, load_tables
+
+    aggregate([runs[0]], tmp_path / "agg")
+    t = load_tables(tmp_path / "agg")
+    assert {x["system"] for x in t["consumers"]} == set(SYSTEMS)
+    assert all(x["delivery_valid"] == "true" and x["missing"] == 0 for x in t["consumers"])
+    assert {x["system"] for x in t["consumer_timeline"] if x["e2e_p99_ms"] is not None} == set(SYSTEMS)
+    out = build_report(tmp_path / "agg", tmp_path / "report")
+    md = out["markdown"].read_text()
+    assert "## Consumers across moves and faults" in md and "reassign (#0)" in md and "kill_broker (#1)" in md
+    assert (out["figures"] / "consumers_timeline.png").is_file()

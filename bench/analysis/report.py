@@ -390,9 +390,13 @@ def fig_consumers(t) -> Figure | None:
         a_cu.set_ylim(0, max(cu + [0.1]) * 1.15)
         a_cu.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
         end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
+        faults = [o for o in t["outages"] if o["run_key"] == run["run_key"]]
         for ax in (a_lat, a_cu):
             ax.axvspan(mv["request_ts"] - t0, end, color=MOVE_SHADE, alpha=0.35,
                        label=f"move window ({mv['move_seconds']:.2f} s)")
+            for i, o in enumerate(faults):
+                ax.axvline(o["start_ts"] - t0, color="#c0392b", ls=":", lw=1.4,
+                           label=_fault_name(o).replace("\n", " ") if i == 0 else None)
         a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
                         f"run {_run_name(run['run_key'])}", fontsize=9)
         a_lat.legend(fontsize=8, loc="upper right")
@@ -401,7 +405,7 @@ def fig_consumers(t) -> Figure | None:
     fig.tight_layout()
     cap = ("Tail groups: latency from the send call to a message's first delivery, quantiles per bin of delivery "
            "time from raw samples. Catch-up groups: bytes delivered per second (backlog first, then the live "
-           "tail). Shaded: from the move request to the first ack served by the new owner. From "
+           "tail). Shaded: from the move request to the first ack served by the new owner; dotted: a fault. From "
            + _short_runs(runs) + ".")
     return Figure("consumers_timeline", "Consumers across a move", _png(fig), cap, runs)
 
