@@ -39,7 +39,8 @@ def test_api_versions_lists_what_is_implemented(one_broker):
     assert resp.error_code == 0
     assert keys[0][0] == 3  # Produce: record batches v2 only
     assert {0, 1, 2, 3, 18, 19, 20, 22, 60} <= set(keys)
-    assert 9 not in keys  # OffsetFetch (consumer groups) is not implemented
+    assert {8, 9, 10, 11, 12, 13, 14, 15, 16, 42} <= set(keys)  # consumer groups (systems/core/groups.py)
+    assert 24 not in keys  # AddPartitionsToTxn (transactions) is not implemented
 
 
 def test_unsupported_versions_and_apis(one_broker):
@@ -54,7 +55,7 @@ def test_unsupported_versions_and_apis(one_broker):
     assert resp.error_code == errors.UNSUPPORTED_VERSION
     assert any(k.api_key == 0 for k in resp.api_keys)
     # Any other unsupported API or version: the connection is closed, as Kafka does.
-    for key, ver in ((9, 1), (0, 2), (3, 99)):
+    for key, ver in ((24, 1), (0, 2), (3, 99)):
         c2 = RawConn(*addr)
         hdr = struct.pack(">hhih", key, ver, 1, 1) + b"x" + b"\0" * 8
         c2.send_raw(struct.pack(">i", len(hdr)) + hdr)

@@ -21,11 +21,14 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterParti
                                   CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
                                   DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
-                                  ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
+                                  DeleteGroupsRequest, DescribeGroupsRequest, ElectLeadersRequest,
+                                  ElectLeadersResponse, IncrementalAlterConfigsRequest, ListGroupsRequest,
                                   IncrementalAlterConfigsResponse, ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest, JoinGroupRequest,
+                                     LeaveGroupRequest, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+                                     OffsetFetchRequest, SyncGroupRequest)
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
                                      ProduceResponse)
 
@@ -33,6 +36,7 @@ from . import errors
 from .config import (TOPIC_CONFIGS, TOPIC_DEFAULTS, TOPIC_SYNONYMS, ConfigError, check, describe_value, known,
                      resolve)
 from .events import EventLog
+from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metadata import MetadataImage, PartitionInfo
 from .rpc import RpcClient, RpcError, RpcUnavailable
 from .server import KafkaServer
@@ -110,6 +114,7 @@ class Broker:
         self.server.on_client = self._on_client
         self.events = EventLog(os.path.join(data_dir, "events.jsonl"), broker_id)
         self.backend: Backend = backend_cls(self)
+        self.groups = GroupCoordinator(self)
         self._offset_waiters: list[tuple[int, asyncio.Future]] = []
         self._pid_next = 0
         self._pid_end = 0
@@ -135,6 +140,18 @@ class Broker:
         s.register(DescribeLogDirsRequest, 0, 5, self.handle_describe_log_dirs)
         s.register(ElectLeadersRequest, 0, 2, self.handle_elect_leaders)
         s.register(CreatePartitionsRequest, 0, 3, self.handle_create_partitions)
+        # Consumer groups: every version kafka-python's schemas know (systems/core/groups.py).
+        g = self.groups
+        s.register(FindCoordinatorRequest, 0, 6, g.handle_find_coordinator)
+        s.register(JoinGroupRequest, 0, 9, g.handle_join_group)
+        s.register(SyncGroupRequest, 0, 5, g.handle_sync_group)
+        s.register(HeartbeatRequest, 0, 4, g.handle_heartbeat)
+        s.register(LeaveGroupRequest, 0, 5, g.handle_leave_group)
+        s.register(OffsetCommitRequest, 0, 10, g.handle_offset_commit)
+        s.register(OffsetFetchRequest, 0, 10, g.handle_offset_fetch)
+        s.register(ListGroupsRequest, 0, 5, g.handle_list_groups)
+        s.register(DescribeGroupsRequest, 0, 6, g.handle_describe_groups)
+        s.register(DeleteGroupsRequest, 0, 2, g.handle_delete_groups)
 
     def _on_client(self, conn, header, req) -> None:
         """One journal line per client connection, from its first request (the brokers' own
@@ -154,6 +171,7 @@ class Broker:
         await self._register()
         self._tasks.append(asyncio.create_task(self._follow_metadata()))
         self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
+        self.groups.start()
         if self.port_file:
             tmp = self.port_file + ".tmp"
             with open(tmp, "w") as f:
@@ -164,6 +182,7 @@ class Broker:
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
+        self.groups.stop()
         await self.server.stop()
         await self.backend.stop()
         for p in self.partitions.values():
@@ -264,6 +283,7 @@ class Broker:
             elif local is not None:
                 self.backend.remove_partition(self.partitions.pop(key), deleted=info is None)
         self.backend.on_metadata(changed)
+        self.groups.sync()
 
     # -- helpers ------------------------------------------------------------
     def setting(self, key: str):
@@ -325,7 +345,7 @@ class Broker:
                     partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
                     replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=offline))
             topics.append(R.MetadataResponseTopic(error_code=errors.NONE, name=name, topic_id=uuid.UUID(ti.topic_id),
-                                                  is_internal=False, partitions=parts))
+                                                  is_internal=name == OFFSETS_TOPIC, partitions=parts))
         return R(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                  controller_id=self.controller_id(), topics=topics)
 
@@ -342,6 +362,9 @@ class Broker:
                     err = errors.INVALID_REQUIRED_ACKS
                 elif name is None or pd.records is None:
                     err = errors.UNKNOWN_TOPIC_OR_PARTITION if name is None else errors.CORRUPT_MESSAGE
+                elif name == OFFSETS_TOPIC:
+                    # Kafka: clients may not write to an internal topic; only the coordinator does.
+                    err, msg = errors.INVALID_TOPIC, f"Cannot append to internal topic {name}"
                 else:
                     part, err = self.leader_partition(name, pd.index)
                     if part is not None:

@@ -28,6 +28,17 @@ DEFAULTS: dict[str, object] = {
     "replica.fetch.wait.max.ms": 500,
     "leader.replication.throttled.rate": None,  # None: unthrottled (Kafka: Long.MAX_VALUE)
     "follower.replication.throttled.rate": None,
+    # Consumer groups (systems/core/groups.py), Kafka's names. The offsets topic gets 10
+    # partitions (Kafka: 50, too many replicas for a 2-core test machine) and is created on the
+    # first FindCoordinator with min(replication factor, live brokers) replicas.
+    "offsets.topic.num.partitions": 10,
+    "offsets.topic.replication.factor": 3,
+    "offsets.commit.timeout.ms": 5000,
+    "offset.metadata.max.bytes": 4096,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
 }
 
 # What DescribeConfigs shows for a default of None (Kafka's own representation of "no limit").

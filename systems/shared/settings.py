@@ -41,6 +41,7 @@ DEFAULTS = {
     "log.cache.bytes": 256 * MiB,  # per broker: tail kept in memory after upload
     "s3.read.block.bytes": 8 * MiB,  # object range read size for cold fetches
     "shared.move.timeout.ms": 15000,  # controller elects the target anyway after this
+    "offsets.topic.replication.factor": 1,  # durability from object storage, as for every topic here
 }
 
 
