@@ -142,7 +142,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expect: int) -> list[
     """Every record of the topic: ``expect`` of them, then one more second for any extra."""
     from confluent_kafka import Consumer, TopicPartition
 
-    # No commits: a consumer that commits waits at close for a group coordinator these brokers lack.
+    # Reads by assignment, commits nothing: the test reads, it does not consume as a group.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "client.id": "test-setup"})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -1,4 +1,5 @@
-"""The open's object count reaches the history's `open.*` move_phase rows (the n of open(n))."""
+"""Journal translation: the open's object count reaches the history's `open.*` move_phase rows (the n of
+open(n)); records about internal topics stay apart."""
 from __future__ import annotations
 
 from bench.history.journal import MoveWindows, translate
@@ -37,3 +38,20 @@ def test_generic_mapping_and_missing_count():
     [_, ph] = translate({"ts": 1.0, "event": "opened", "load_ms": 5.0}, meaning)
     assert "objects" not in ph["detail"]
     assert not [r for r in translate(_opened(), profile("shared").journal) if "objects" in r["detail"]]
+
+
+def test_records_about_internal_topics_stay_out_of_the_checkers_sight():
+    """The group coordinator's `__consumer_offsets` partitions change leaders and move bytes too;
+    those records are kept as `internal_topic` events, never as leader changes or move costs."""
+    w = MoveWindows()
+    w.add(7, [("__consumer_offsets", 3)], 100.0)
+    for rec in ({"ts": 101.0, "event": "leader_change", "source": "controller", "topic": "__consumer_offsets",
+                 "partition": 3, "leader": 2},
+                {"ts": 101.5, "event": "bytes_moved", "source": 2, "kind": "objstore", "bytes": 512,
+                 "topic": "__consumer_offsets", "partition": 3}):
+        [row] = translate(rec, profile("shared").journal, w)
+        assert row["event"] == "internal_topic" and row["topic"] == "__consumer_offsets"
+        assert row["detail"]["journal_event"] == rec["event"] and "action_id" not in row["detail"]
+    [row] = translate({"ts": 102.0, "event": "group_rebalanced", "source": 2, "group": "g", "generation": 3},
+                      profile("shared").journal)
+    assert row["event"] == "group_rebalanced"  # the coordinator's own events are kept as they are

@@ -23,6 +23,8 @@ journal record                            history event(s)
                                           ``meaning.phase_bytes``
 ``meaning.background_counters``           ``counter <name>`` (not a move's cost)
 ``move_phase``                            ``move_phase`` (as is)
+any record about an internal topic        ``internal_topic`` (``__consumer_offsets``: the group
+                                          coordinator's own log, not the scenario's data)
 anything else                             kept as is (same event name, fields in detail)
 ========================================  ===========================================================
 
@@ -42,10 +44,12 @@ from bench.history.names import (
     COUNTER_OBJSTORE,
     COUNTER_SENT_INTER_BROKER,
     EVENT_COUNTER,
+    EVENT_INTERNAL_TOPIC,
     EVENT_JOURNAL_MALFORMED,
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    INTERNAL_TOPIC_PREFIX,
 )
 from bench.history.store import event_row
 from systems.core.profile import JournalMeaning
@@ -101,6 +105,9 @@ def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = 
         return [event_row(EVENT_JOURNAL_MALFORMED, float(ts) if isinstance(ts, (int, float)) else 0.0,
                           {"record": rec})]
     tp = _tp(rec)
+    if tp is not None and tp[0].startswith(INTERNAL_TOPIC_PREFIX):
+        return [event_row(EVENT_INTERNAL_TOPIC, float(ts), {**base, "journal_event": name}, topic=tp[0],
+                          partition=tp[1])]
     aid = windows.action_for(tp, ts) if windows is not None else None
     topic, part = (tp if tp else (rec.get("topic") if isinstance(rec.get("topic"), str) else None, -1))
 
