@@ -182,6 +182,7 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
         data["actions"] = [{"at_s": 2, "kind": "reassign", "topic": "t", "partition": 0, "replace": 1, "by": 3},
                            {"at_s": 5, "kind": "kill_broker", "broker": 2},
                            {"at_s": 8, "kind": "restart_broker", "broker": 2}]
+        data["consumers"] = {"mode": "tail", "members": 2}
         [(run_dir, s)] = run_scenario(data)
         assert s.get("error") is None, s.get("error")
         assert s["checks"]["valid"] is True, s["checks"]
@@ -194,6 +195,9 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
 
         assert _read_all(c.bootstrap, "orders", 2, 40) == before  # the foreign topic: every record, untouched
         assert not [t for t in admin.list_topics() if t.startswith("bench.")]
+        assert s["consumers"]["groups"]["bench.tail-0"]["missing"] == 0
+        groups = [g["group_id"] if isinstance(g, dict) else g[0] for g in admin.list_groups()]
+        assert not [g for g in groups if g.startswith("bench.")], groups  # the run's group: gone
         cfg = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1",
                                                      ["leader.replication.throttled.rate"])], config_filter="all")
         assert cfg["broker"]["1"]["leader.replication.throttled.rate"]["config_source"] == "DEFAULT_CONFIG"

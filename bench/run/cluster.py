@@ -285,6 +285,9 @@ class Cluster:
     def prepare_topics(self, names: list[str]) -> None:
         """Nothing to check: a cluster this launcher started for the run holds no other topics."""
 
+    def prepare_groups(self, ids: list[str]) -> None:
+        """Nothing to clean up later: the cluster goes with the run."""
+
     # -- the profile's object store --------------------------------------------------------------
     def start_object_store(self, timeout: float = 60.0) -> None:
         """Start the profile's object store (or take the configured endpoint). A restart reuses

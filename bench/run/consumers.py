@@ -89,11 +89,15 @@ class ConsumerProcess:
     def history_path(self) -> Path:
         return self.dir / ".history-consume.parquet"
 
-    def start(self, prefilled: dict[tuple[str, int], dict], stop: threading.Event) -> dict[str, Any]:
+    def start(self, cluster: Any, prefilled: dict[tuple[str, int], dict], stop: threading.Event) -> dict[str, Any]:
+        """Commit the groups' start offsets, start the process, wait for ``ready`` (bounded).
+        ``cluster``: told the groups' ids (a cluster the harness did not start deletes them at
+        stop)."""
         sc = self.sc
         tps = sorted({(t, p) for cs in sc.consumers for t, p in sc.partitions() if t in sc.consumer_topics(cs)})
         hw = high_watermarks(self.bootstrap, tps, client=sc.system.client)
         self.plan = plan(sc, hw, prefilled)
+        cluster.prepare_groups(list(self.plan["groups"]))
         for gid, g in self.plan["groups"].items():
             if g["assignment"] == "group":
                 offsets = {(t, int(p)): off for (t, p), off in

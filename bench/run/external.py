@@ -51,6 +51,7 @@ class ExternalCluster:
         self._admin = None
         self._saved: dict[int, dict[str, str | None]] = {}  # broker -> throttle key -> its own value
         self._topics: list[str] = []  # created by this run: deleted at stop
+        self._groups: list[str] = []  # the run's consumer groups: deleted at stop
 
     # -- connection ------------------------------------------------------------------------
 
@@ -112,8 +113,11 @@ class ExternalCluster:
         return self
 
     def stop(self) -> None:
-        """Delete the run's topics, put the throttles back; safe to repeat."""
+        """Delete the run's consumer groups and topics, put the throttles back; safe to repeat."""
         try:
+            if self._groups:
+                self._delete_groups(self._groups)
+                self._groups = []
             if self._topics:
                 self._delete(self._topics)
                 self._topics = []
@@ -131,6 +135,22 @@ class ExternalCluster:
 
     def processes(self) -> list[tuple[str, int]]:
         return []  # not ours: no CPU or memory samples
+
+    def prepare_groups(self, ids: list[str]) -> None:
+        """The run's consumer groups (ids with the run's prefix): deleted at stop."""
+        self._groups = [g for g in ids if g.startswith(self.prefix)]
+
+    def _delete_groups(self, ids: list[str]) -> None:
+        # Their members have left (the consumer process ended first); a group still busy stays,
+        # with a warning: the run never deletes what it cannot show is its own and idle.
+        try:
+            res = self.admin().delete_groups(ids)  # {group id: "OK" or the Kafka error's name}
+        except Exception as exc:
+            log.warning("could not delete the run's consumer groups %s: %s", ids, exc)
+            return
+        for gid, outcome in (res or {}).items():
+            if outcome != "OK":
+                log.warning("consumer group %s not deleted: %s", gid, outcome)
 
     def prepare_topics(self, names: list[str]) -> None:
         """Before the run creates ``names``: refuse (or, with existing_topics: replace, delete)

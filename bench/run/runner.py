@@ -304,7 +304,7 @@ class Run:
             st.phase = "consumers joining"
             self._notify()
             self.consumers = ConsumerProcess(sc, self.cluster.bootstrap, self.dir, self.logs, ROOT, self._consumer_event)
-            self.consumers.start(self.prefilled, st.stop)
+            self.consumers.start(self.cluster, self.prefilled, st.stop)
         st.phase = "load"
         self._notify()
         self._start_load()
