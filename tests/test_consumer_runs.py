@@ -78,6 +78,9 @@ def test_tail_members_split_the_partitions_and_consumers_felt_the_actions(consum
     for m, t, p in zip(tail["member"].to_pylist(), tail["topic"].to_pylist(), tail["partition"].to_pylist()):
         members.setdefault(m, set()).add((t, p))
     assert set(members) == {"m0", "m1"}, members  # both members got partitions
+    # produce and consume times: the record's own timestamp rides along with the delivery time
+    rts, dts = tail["record_ts"].to_pylist(), tail["ts"].to_pylist()
+    assert all(r is not None and 0 <= d - r < 30 for r, d in zip(rts, dts))
     c = s["consumers"]
     move, kill = c["actions"][0], c["actions"][1]
     assert move["action"] == "reassign" and kill["action"] == "kill_broker"

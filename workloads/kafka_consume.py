@@ -200,14 +200,15 @@ class KafkaConsumerUser(User):
             tp = (m.topic(), m.partition())
             msg_id, producer = parse_headers(m.headers())
             size = len(m.value() or b"")
-            ts_type, ts_ms = m.timestamp()
+            _, ts_ms = m.timestamp()  # CreateTime, ms: set by the producer client
             self.environment.events.request.fire(
                 request_type="consume", name=tp[0], response_time=max(0.0, now * 1000.0 - ts_ms) if ts_ms > 0 else 0.0,
                 response_length=size, exception=None, context={"group": self.group_id})
             if self.sink is not None:
                 self.rows.append({"kind": "deliver", "ts": now, "msg_id": msg_id, "producer": producer,
                                   "topic": tp[0], "partition": tp[1], "outcome": "ok", "offset": m.offset(),
-                                  "size_bytes": size, "group": self.group_id, "member": self.member})
+                                  "size_bytes": size, "group": self.group_id, "member": self.member,
+                                  "record_ts": ts_ms / 1000.0 if ts_ms > 0 else None})
             self.next_offset[tp] = m.offset() + 1
             self.delivered += 1
             self.delivered_bytes += size

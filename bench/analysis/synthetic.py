@@ -127,7 +127,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         "offset": pa.array(np.where(ok, offsets, 0), pa.int64(), mask=~ok),
         "size_bytes": size,
         "event": pa.nulls(n, pa.string()), "detail": pa.nulls(n, pa.string()),
-        "group": pa.nulls(n, pa.string()), "member": pa.nulls(n, pa.string()),
+        "group": pa.nulls(n, pa.string()), "member": pa.nulls(n, pa.string()), "record_ts": pa.nulls(n, pa.float64()),
     }, schema=SCHEMA)
     tables = [sends]
     if cfg.with_reads:
@@ -143,6 +143,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
             "size_bytes": size[ri], "event": pa.nulls(ri.size, pa.string()),
             "detail": pa.nulls(ri.size, pa.string()),
             "group": pa.nulls(ri.size, pa.string()), "member": pa.nulls(ri.size, pa.string()),
+            "record_ts": pa.nulls(ri.size, pa.float64()),
         }, schema=SCHEMA))
     pbytes = cfg.prefill_bytes + int(((part == moved) & ok & (ack < req)).sum()) * cfg.message_bytes
     ev: list[tuple[float, str, dict[str, Any]]] = [
@@ -176,7 +177,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         "outcome": pa.nulls(ne, pa.string()), "error": pa.nulls(ne, pa.string()),
         "offset": pa.nulls(ne, pa.int64()), "size_bytes": pa.nulls(ne, pa.int32()),
         "event": [e[1] for e in ev], "detail": [json.dumps(e[2], sort_keys=True) for e in ev],
-        "group": pa.nulls(ne, pa.string()), "member": pa.nulls(ne, pa.string()),
+        "group": pa.nulls(ne, pa.string()), "member": pa.nulls(ne, pa.string()), "record_ts": pa.nulls(ne, pa.float64()),
     }, schema=SCHEMA))
     facts = {"t0": t0, "request_ts": req, "leader_change_ts": lc, "partition_bytes": pbytes, "phases": phases,
              "move_seconds_model": move_s}

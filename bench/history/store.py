@@ -2,7 +2,7 @@
 
 One row per operation, Jepsen style: a ``send`` (a produce request and its outcome), a ``read``
 (a message the verifying consumer saw), a ``deliver`` (a message a workload consumer got, with
-its ``group`` and ``member``) or an ``event`` (harness actions, leader changes, move
+its ``group``, ``member`` and the record's own timestamp) or an ``event`` (harness actions, leader changes, move
 phases, counters). The schema below is a contract shared by the runner, the checkers, the Spark
 aggregation and the report; change it only together with them.
 
@@ -44,6 +44,7 @@ SCHEMA = pa.schema(
         ("detail", pa.string()),  # JSON text
         ("group", pa.string()),  # deliver: the consumer group (null: partitions assigned by hand)
         ("member", pa.string()),  # deliver: the consumer within its group
+        ("record_ts", pa.float64()),  # deliver: the record's timestamp (CreateTime: the producer's clock), s
     ]
 )
 
