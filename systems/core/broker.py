@@ -27,7 +27,8 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterParti
                                   ListPartitionReassignmentsResponse)
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest, JoinGroupRequest,
                                      LeaveGroupRequest, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
-                                     OffsetFetchRequest, SyncGroupRequest)
+                                     OffsetFetchRequest, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+                                     SyncGroupRequest)
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
                                      ProduceResponse)
@@ -54,6 +55,8 @@ class Backend:
     """What a storage design provides to the broker runtime."""
 
     name = "base"
+    # Partitions keep a leader epoch cache and answer OffsetForLeaderEpoch (KIP-101).
+    leader_epoch_cache = False
     # The backend's own settings besides systems.core.config.DEFAULTS, with their defaults: the
     # broker refuses any other key at startup.
     CONFIG_DEFAULTS: dict[str, object] = {}
@@ -140,6 +143,9 @@ class Broker:
         s.register(DescribeLogDirsRequest, 0, 5, self.handle_describe_log_dirs)
         s.register(ElectLeadersRequest, 0, 2, self.handle_elect_leaders)
         s.register(CreatePartitionsRequest, 0, 3, self.handle_create_partitions)
+        if self.backend.leader_epoch_cache:
+            # v2-4: the versions kafka-python's schema has (v3+ carries the follower's replica id).
+            s.register(OffsetForLeaderEpochRequest, 2, 4, self.handle_offset_for_leader_epoch)
         # Consumer groups: every version kafka-python's schemas know (systems/core/groups.py).
         g = self.groups
         s.register(FindCoordinatorRequest, 0, 6, g.handle_find_coordinator)
@@ -486,6 +492,29 @@ class Broker:
                     partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
                     leader_epoch=part.leader_epoch if part is not None else -1))
             topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=presp))
+        return R(version=header.request_api_version, throttle_time_ms=0, topics=topics)
+
+    # -- OffsetForLeaderEpoch (KIP-101: a follower's truncation point; KIP-320: consumers) ----
+    async def handle_offset_for_leader_epoch(self, req, header, conn):
+        R = OffsetForLeaderEpochResponse
+        topics = []
+        for t in req.topics:
+            presp = []
+            for p in t.partitions:
+                epoch, end = -1, -1
+                part = self.partitions.get((t.topic, p.partition))
+                if part is None:
+                    _, err = self.leader_partition(t.topic, p.partition)
+                else:
+                    # Kafka checks the caller's current epoch first, then leadership.
+                    err = part.check_epoch(p.current_leader_epoch)
+                    if err == errors.NONE and not part.is_leader:
+                        err = errors.NOT_LEADER_OR_FOLLOWER
+                if err == errors.NONE:
+                    epoch, end = part.end_offset_for_epoch(p.leader_epoch)
+                presp.append(R.OffsetForLeaderTopicResult.EpochEndOffset(
+                    error_code=err, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=presp))
         return R(version=header.request_api_version, throttle_time_ms=0, topics=topics)
 
     # -- admin (forwarded to the controller) ---------------------------------

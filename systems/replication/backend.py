@@ -22,7 +22,9 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from systems.core import errors, records
 from systems.core.broker import Backend
@@ -36,6 +38,106 @@ from systems.replication.throttle import Quota, is_listed
 
 log = logging.getLogger("replication")
 FETCH_VERSION = 12  # flexible, topic names, replica_id field
+EPOCH_VERSION = 3  # OffsetForLeaderEpoch: replica_id field (v3+), topic names
+UNDEFINED = -1  # Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
+MAX_TRUNCATION_ROUNDS = 16  # KIP-279 rounds before falling back to the high watermark
+
+
+class LeaderEpochCache:
+    """Kafka's leader-epoch-checkpoint (KIP-101): (epoch, start offset) of each leader epoch
+    whose batches this replica holds, oldest first, persisted on every change (epochs change
+    rarely) so it is on disk before any batch of a new epoch is."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.entries: list[tuple[int, int]] = []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED
+
+    def load(self) -> bool:
+        """Read the checkpoint; False if it is missing or unreadable (the caller rebuilds)."""
+        try:
+            with open(self.path) as f:
+                lines = f.read().split("\n")
+            if lines[0].strip() != "0":
+                return False
+            n = int(lines[1])
+            self.entries = [(int(a), int(b)) for a, b in (lines[2 + i].split() for i in range(n))]
+            return True
+        except (OSError, ValueError, IndexError):
+            self.entries = []
+            return False
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("0\n%d\n" % len(self.entries) + "".join("%d %d\n" % e for e in self.entries))
+        os.replace(tmp, self.path)
+
+    def assign(self, epoch: int, start: int, save: bool = True) -> None:
+        """A new epoch starts at `start`. Entries that would break monotonicity (an epoch >= it
+        or a start >= it) go first, as Kafka's LeaderEpochFileCache.assign."""
+        if epoch < 0 or start < 0:
+            return
+        if self.entries and self.entries[-1][0] == epoch and self.entries[-1][1] <= start:
+            return
+        while self.entries and (self.entries[-1][0] >= epoch or self.entries[-1][1] >= start):
+            self.entries.pop()
+        self.entries.append((epoch, start))
+        if save:
+            self._save()
+
+    def end_offset_for(self, epoch: int, leo: int) -> tuple[int, int]:
+        """(largest known epoch <= `epoch`, its end offset): the start of the next larger epoch,
+        or `leo` for the latest one; (UNDEFINED, UNDEFINED) if `epoch` is undefined or newer than
+        every cached epoch. Older than every entry: (epoch, start of the first one)."""
+        if epoch < 0 or not self.entries or epoch > self.latest_epoch:
+            return UNDEFINED, UNDEFINED
+        if epoch == self.latest_epoch:
+            return epoch, leo
+        i = next(i for i, (e, _) in enumerate(self.entries) if e > epoch)
+        if i == 0:
+            return epoch, self.entries[0][1]
+        return self.entries[i - 1][0], self.entries[i][1]
+
+    def truncate_from_end(self, end: int) -> None:
+        """The log was truncated to `end`: entries starting at or after it go."""
+        n = len(self.entries)
+        while self.entries and self.entries[-1][1] >= end:
+            self.entries.pop()
+        if len(self.entries) != n:
+            self._save()
+
+    def truncate_from_start(self, start: int) -> None:
+        """The log now starts at `start`: the last entry before it moves up to it."""
+        before = [e for e in self.entries if e[1] <= start]
+        keep = [(before[-1][0], start)] if before else []
+        new = keep + [e for e in self.entries if e[1] > start]
+        if new != self.entries:
+            self.entries = new
+            self._save()
+
+    def clear(self) -> None:
+        if self.entries:
+            self.entries = []
+            self._save()
+
+
+def truncation_step(own: LeaderEpochCache, leo: int, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """The follower's side of KIP-101/KIP-279, given the leader's answer (epoch, end offset) to
+    OffsetForLeaderEpoch for this replica's latest epoch: (offset to truncate to, done). When the
+    leader's epoch is one this replica does not have, truncate to where this replica's epochs
+    below it end and ask again with the (now smaller) latest epoch."""
+    own_epoch, own_end = own.end_offset_for(leader_epoch, leo)
+    if own_epoch == UNDEFINED or own_end == UNDEFINED:
+        return min(leader_end, leo), True  # nothing of ours at or below that epoch
+    if own_epoch != leader_epoch:
+        return min(own_end, leo), False
+    return min(own_end, leader_end, leo), True
 
 
 @dataclass
@@ -59,6 +161,77 @@ class ReplicaPartition(Partition):
         self.bytes_out = 0  # reassignment copy, as the leader
         self.leader_hw = -1  # the leader's high watermark in its last fetch response (as a follower)
         self._reported_in = self._reported_out = 0
+        self.epochs = LeaderEpochCache(os.path.join(store.dir, "leader-epoch-checkpoint"))
+        self._load_epochs()
+        # A new leader epoch: the log is checked against the leader (OffsetForLeaderEpoch) by
+        # the fetcher before the next fetch of this partition (KIP-101).
+        self.pending_truncation = False
+
+    # -- leader epoch cache (Kafka's leader-epoch-checkpoint) ---------------------
+    def _load_epochs(self) -> None:
+        leo, start = self.store.log_end_offset, self.store.log_start_offset
+        ok = self.epochs.load()
+        if ok and leo > start:
+            # A checkpoint older than the log's newest batch (or lost entries): rebuild.
+            last = next(self.store.batches(leo - 1), None)
+            ok = last is None or last.leader_epoch <= self.epochs.latest_epoch
+        if not ok:
+            self.epochs.entries = []
+            for h in self.store.batches():
+                self.epochs.assign(h.leader_epoch, h.base_offset, save=False)
+            self.epochs._save()
+        # kill -9 may have cut the log's tail after the checkpoint was written.
+        self.epochs.truncate_from_end(leo)
+        self.epochs.truncate_from_start(start)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch as the leader: (epoch, end offset) per Kafka's semantics."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def append_stamped(self, parts: list, h: records.BatchHeader) -> None:
+        # As leader: batches carry this leader epoch (records.assign); become_leader already
+        # recorded it, so this only matters if that was missed.
+        self.epochs.assign(self.leader_epoch, h.base_offset)
+        super().append_stamped(parts, h)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the log from `offset` (whole batches), with the producer state and epoch cache;
+        the high watermark follows if it was above the new end."""
+        self.store.truncate_to(max(offset, self.log_start_offset))
+        leo = self.log_end_offset
+        self.producers.truncate(leo)
+        self.epochs.truncate_from_end(leo)
+        if self.hw > leo:
+            self.hw = leo
+
+    def on_epoch_end_offset(self, leader_epoch: int, end_offset: int) -> None:
+        """The leader's OffsetForLeaderEpoch answer for this replica's latest epoch (pending
+        truncation): truncate where the logs diverge; done unless another round is due (KIP-279)."""
+        if leader_epoch == UNDEFINED or end_offset == UNDEFINED:
+            self.truncate_to_hw()
+            return
+        offset, done = truncation_step(self.epochs, self.log_end_offset, leader_epoch, end_offset)
+        if offset < self.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (leader %d: epoch %d ends at %d)", self.topic, self.index,
+                     self.log_end_offset, offset, self.info.leader, leader_epoch, end_offset)
+            self.truncate_to(offset)
+        if done:
+            self.pending_truncation = False
+
+    def truncate_to_hw(self) -> None:
+        """Pre-KIP-101 truncation, for a leader that cannot say where its epochs end."""
+        if self.log_end_offset > self.hw:
+            log.info("%s-%d: truncating from %d to the high watermark %d (leader %d gave no epoch end)",
+                     self.topic, self.index, self.log_end_offset, self.hw, self.info.leader)
+            self.truncate_to(self.hw)
+        self.pending_truncation = False
+
+    def reset_to(self, offset: int) -> None:
+        self.store.reset_to(offset)
+        self.producers.truncate(0)
+        self.epochs.clear()
+        if self.hw > offset:
+            self.hw = offset
 
     # -- HW checkpoint (Kafka's replication-offset-checkpoint) -----------------
     @property
@@ -99,6 +272,9 @@ class ReplicaPartition(Partition):
 
     def become_leader(self) -> None:
         self.backend.unfollow(self)
+        self.pending_truncation = False
+        # KIP-101: this epoch starts at the log end as of now.
+        self.epochs.assign(self.leader_epoch, self.log_end_offset)
         now = time.monotonic()
         # Followers get a full lag period to show up before they can be dropped.
         self.followers = {r: FollowerState(last_caught_up=now, last_fetch_time=now)
@@ -112,11 +288,10 @@ class ReplicaPartition(Partition):
             self.backend.unfollow(self)
             return
         if self._follow_epoch != self.info.leader_epoch:
-            # A new leader: drop what may not be committed, refetch from it
-            # (Kafka's truncation to the high watermark).
-            if self.log_end_offset > self.hw:
-                self.store.truncate_to(self.hw)
-                self.producers.truncate(self.hw)
+            # A new leader epoch: not truncating to the HW here, which lags the leader's and would
+            # drop acked records (lost for good if this replica is elected next). The fetcher
+            # asks the leader where this log diverges from its own first (KIP-101).
+            self.pending_truncation = self.log_end_offset > self.log_start_offset
             self._follow_epoch = self.info.leader_epoch
         self.backend.follow(self, leader)
 
@@ -198,6 +373,8 @@ class ReplicaPartition(Partition):
         for pos, h in records.iter_batches(data):
             if h.last_offset < expected:
                 continue  # the fetch started inside a batch we already have
+            if h.leader_epoch > self.epochs.latest_epoch:
+                self.epochs.assign(h.leader_epoch, h.base_offset)  # before the batch is on disk
             self.store.append([memoryview(data)[pos:pos + h.length]], h.base_offset, h.last_offset,
                               h.max_timestamp)
             self.producers.update(h)
@@ -215,6 +392,7 @@ class Fetcher:
         self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
         self.wake = asyncio.Event()
         self.conn: KafkaConnection | None = None
+        self.epoch_api = False
         self.task = asyncio.create_task(self.run())
 
     async def _connect(self) -> bool:
@@ -228,8 +406,13 @@ class Fetcher:
         self.conn = KafkaConnection(b.host, b.port, f"replica-fetcher-{self.backend.broker.id}")
         try:
             await self.conn.connect()
+            # Does the leader answer OffsetForLeaderEpoch (else: truncation to the HW, pre-KIP-101)?
+            resp = await self.conn.request(ApiVersionsRequest[0](), ApiVersionsResponse, timeout=5)
+            self.epoch_api = any(k.api_key == OffsetForLeaderEpochRequest.API_KEY
+                                 and k.min_version <= EPOCH_VERSION <= k.max_version for k in resp.api_keys)
             return True
-        except (OSError, asyncio.TimeoutError):
+        except (OSError, asyncio.TimeoutError, ConnectionClosed):
+            await self.conn.close()
             self.conn = None
             return False
 
@@ -244,6 +427,12 @@ class Fetcher:
                 if not await self._connect():
                     await asyncio.sleep(0.2)
                     continue
+                if any(p.pending_truncation for p in self.partitions.values()):
+                    try:
+                        await self._truncate()
+                    except (ConnectionClosed, asyncio.TimeoutError, OSError):
+                        await asyncio.sleep(0.2)
+                        continue
                 req, sent = self._request()
                 if not sent:
                     await asyncio.sleep(self.backend.follower_quota.delay() or 0.05)
@@ -268,7 +457,7 @@ class Fetcher:
         topics: dict[str, list] = {}
         sent = {}
         for key, p in list(self.partitions.items()):
-            if p.closed:
+            if p.closed or p.pending_truncation:
                 continue
             if self.backend.follower_throttled(p) and quota.exceeded():
                 continue
@@ -276,7 +465,7 @@ class Fetcher:
                 partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
                 last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
                 partition_max_bytes=int(cfg["replica.fetch.max.bytes"])))
-            sent[key] = p
+            sent[key] = (p, p.leader_epoch)
         req = FetchRequest[FETCH_VERSION](
             replica_id=self.backend.broker.id, max_wait_ms=int(cfg["replica.fetch.wait.max.ms"]), min_bytes=1,
             max_bytes=int(cfg["replica.fetch.response.max.bytes"]), isolation_level=0, session_id=0,
@@ -288,9 +477,11 @@ class Fetcher:
         backoff = 0.0
         for t in resp.responses:
             for pr in t.partitions:
-                p = sent.get((t.topic, pr.partition_index))
+                p, epoch = sent.get((t.topic, pr.partition_index), (None, None))
                 if p is None or p.closed or self.partitions.get(p.key) is not p:
                     continue
+                if p.pending_truncation or p.leader_epoch != epoch:
+                    continue  # a new leader epoch since the request: its log is checked first
                 err = pr.error_code
                 if err == errors.NONE:
                     data = pr.records or b""
@@ -304,16 +495,63 @@ class Fetcher:
                     p.advance_hw(min(pr.high_watermark, p.log_end_offset))
                 elif err == errors.OFFSET_OUT_OF_RANGE:
                     if p.log_end_offset < pr.log_start_offset:
-                        p.store.reset_to(pr.log_start_offset)
-                        p.producers.truncate(0)
+                        p.reset_to(pr.log_start_offset)
                     else:
-                        p.store.truncate_to(max(pr.high_watermark, p.log_start_offset))
-                        p.producers.truncate(p.log_end_offset)
+                        p.truncate_to(max(pr.high_watermark, p.log_start_offset))
                     log.info("%s-%d: out of range at leader %d, now at %d", p.topic, p.index, self.leader,
                              p.log_end_offset)
                 else:
                     backoff = 0.1  # not leader / stale epoch: metadata will tell us more
         return backoff
+
+    async def _truncate(self) -> None:
+        """Resolve every partition pending truncation (a new leader epoch) before fetching it
+        again: ask the leader for the end offset of this replica's latest epoch and truncate to
+        where the logs diverge (KIP-101), repeating while the leader answers an epoch this replica
+        does not have (KIP-279). A leader without the API or without the epoch: the HW."""
+        rounds = 0
+        while True:
+            todo = [p for p in self.partitions.values() if p.pending_truncation and not p.closed]
+            if not todo:
+                return
+            if not self.epoch_api or rounds >= MAX_TRUNCATION_ROUNDS:
+                for p in todo:
+                    p.truncate_to_hw()
+                return
+            rounds += 1
+            asked: dict[tuple[str, int], tuple[ReplicaPartition, int, int]] = {}
+            topics: dict[str, list] = {}
+            for p in todo:
+                if p.epochs.latest_epoch < 0:
+                    p.truncate_to_hw()  # no epoch known here (an empty log)
+                    continue
+                asked[p.key] = (p, p.leader_epoch, p.epochs.latest_epoch)
+                topics.setdefault(p.topic, []).append(
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                        partition=p.index, current_leader_epoch=p.leader_epoch,
+                        leader_epoch=p.epochs.latest_epoch))
+            if not asked:
+                return
+            req = OffsetForLeaderEpochRequest[EPOCH_VERSION](
+                replica_id=self.backend.broker.id,
+                topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                        for t, ps in topics.items()])
+            resp = await self.conn.request(req, OffsetForLeaderEpochResponse, timeout=10)
+            retry_later = False
+            for t in resp.topics:
+                for r in t.partitions:
+                    p, epoch, asked_epoch = asked.pop((t.topic, r.partition), (None, None, None))
+                    if p is None or p.closed or self.partitions.get(p.key) is not p or p.leader_epoch != epoch \
+                            or not p.pending_truncation or p.epochs.latest_epoch != asked_epoch:
+                        continue  # changed meanwhile: asked again next round
+                    if r.error_code != errors.NONE:
+                        retry_later = True  # not leader / stale epoch: metadata will tell us more
+                        continue
+                    p.on_epoch_end_offset(r.leader_epoch, r.end_offset)
+            if asked or retry_later:
+                # Partitions the leader did not answer for, or refused: fetch the others meanwhile.
+                await asyncio.sleep(0.1)
+                return
 
     async def close(self) -> None:
         self.task.cancel()
@@ -323,6 +561,7 @@ class Fetcher:
 
 class ReplicationBackend(Backend):
     name = "replication"
+    leader_epoch_cache = True  # partitions answer OffsetForLeaderEpoch (systems/core/broker.py)
 
     def __init__(self, broker):
         super().__init__(broker)
