@@ -17,7 +17,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench import results
 from bench.analysis import model as mdl
@@ -319,44 +319,63 @@ def _pick_timeline_runs(t, keys: set[str] | None = None) -> list[dict[str, Any]]
     return out
 
 
-def fig_timeline(t) -> Figure:
+def _timeline_columns(t, picks: list[dict[str, Any]], rows: list[dict[str, Any]], p50: str, p99: str,
+                      lat_label: str, lower: Callable[[Any, list[dict[str, Any]], list[float], str], None]):
+    """The across-a-move figure both timelines share: per picked run a column, its latency
+    quantiles per bin (``p50`` / ``p99`` columns of ``rows``) on top, ``lower(ax, bins, xs, color)``
+    below; the move shaded, faults dotted. -> (figure, run keys)."""
     plt = _plt()
-    picks = _pick_timeline_runs(t)
-    if not picks:
-        return Figure("produce_timeline", "Produce latency and ack rate across a move",
-                      _png(_empty(plt, "No run with a measured move.")), "No run with a measured move.", [])
     fig, axes = plt.subplots(2, len(picks), figsize=(6.5 * len(picks), 6.5), sharex="col", squeeze=False)
     runs = []
     for col, p in enumerate(picks):
         run, mv = p["run"], p["move"]
         runs.append(run["run_key"])
-        tl = sorted((x for x in t["timeline"] if x["run_key"] == run["run_key"]), key=lambda x: x["bin"])
+        tl = sorted((x for x in rows if x["run_key"] == run["run_key"]), key=lambda x: x["bin"])
         t0 = run["timeline_t0"]
         xs = [x["t_rel_s"] + x["bin_s"] / 2 for x in tl]
-        a_lat, a_rate = axes[0][col], axes[1][col]
-        a_lat.plot(xs, [x["p50_ms"] for x in tl], color=_color(run["system"]), lw=1.2, label="p50")
-        a_lat.plot(xs, [x["p99_ms"] for x in tl], color="black", lw=1.0, ls="--", label="p99")
+        a_lat, a_low = axes[0][col], axes[1][col]
+        color = _color(run["system"])
+        a_lat.plot(xs, [x[p50] for x in tl], color=color, lw=1.2, label="p50")
+        a_lat.plot(xs, [x[p99] for x in tl], color="black", lw=1.0, ls="--", label="p99")
         a_lat.set_yscale("log")
-        a_lat.set_ylabel("produce latency (ms, log)")
-        a_rate.plot(xs, [x["acks_per_s"] for x in tl], color=_color(run["system"]), lw=1.2, label="acks/s (all partitions)")
-        a_rate.set_ylabel("acked sends per second")
-        a_rate.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
-        end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
-        for ax in (a_lat, a_rate):
-            ax.axvspan(mv["request_ts"] - t0, end, color="#f4d03f", alpha=0.35,
-                       label=f"move window ({mv['move_seconds']:.2f} s)")
-        a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
-                        f"run {_run_name(run['run_key'])}", fontsize=9)
-        lats = [v for x in tl for v in (x["p50_ms"], x["p99_ms"]) if v]
+        a_lat.set_ylabel(lat_label)
+        lats = [v for x in tl for v in (x[p50], x[p99]) if v]
         if lats:
             _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: fmt_num(v))
+        lower(a_low, tl, xs, color)
+        a_low.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
+        end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
+        faults = [o for o in t["outages"] if o["run_key"] == run["run_key"]]
+        for ax in (a_lat, a_low):
+            ax.axvspan(mv["request_ts"] - t0, end, color=MOVE_SHADE, alpha=0.35,
+                       label=f"move window ({mv['move_seconds']:.2f} s)")
+            for i, o in enumerate(faults):
+                ax.axvline(o["start_ts"] - t0, color="#c0392b", ls=":", lw=1.4,
+                           label=_fault_name(o).replace("\n", " ") if i == 0 else None)
+        a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
+                        f"run {_run_name(run['run_key'])}", fontsize=9)
         a_lat.legend(fontsize=8, loc="upper right")
-        a_rate.legend(fontsize=8, loc="lower right")
-        a_rate.set_ylim(0, max([x["acks_per_s"] or 0 for x in tl] + [1.0]) * 1.15)  # room above a flat rate
+    return fig, runs
+
+
+def fig_timeline(t) -> Figure:
+    picks = _pick_timeline_runs(t)
+    if not picks:
+        plt = _plt()
+        return Figure("produce_timeline", "Produce latency and ack rate across a move",
+                      _png(_empty(plt, "No run with a measured move.")), "No run with a measured move.", [])
+
+    def acks(ax, tl, xs, color) -> None:
+        ax.plot(xs, [x["acks_per_s"] for x in tl], color=color, lw=1.2, label="acks/s (all partitions)")
+        ax.set_ylabel("acked sends per second")
+        ax.set_ylim(0, max([x["acks_per_s"] or 0 for x in tl] + [1.0]) * 1.15)  # room above a flat rate
+        ax.legend(fontsize=8, loc="lower right")
+
+    fig, runs = _timeline_columns(t, picks, t["timeline"], "p50_ms", "p99_ms", "produce latency (ms, log)", acks)
     fig.suptitle("Produce latency (p50/p99 per bin) and ack rate across a partition move", y=1.0)
     fig.tight_layout()
-    cap = ("Shaded: from the move request to the first ack served by the new owner. Latency quantiles per "
-           "time bin from raw samples. From " + _short_runs(runs) + ".")
+    cap = ("Shaded: from the move request to the first ack served by the new owner; dotted: a fault. Latency "
+           "quantiles per time bin from raw samples. From " + _short_runs(runs) + ".")
     return Figure("produce_timeline", "Produce latency and ack rate across a move", _png(fig), cap, runs)
 
 
@@ -367,40 +386,16 @@ def fig_consumers(t) -> Figure | None:
     picks = _pick_timeline_runs(t, keys) if keys else []
     if not picks:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(2, len(picks), figsize=(6.5 * len(picks), 6.5), sharex="col", squeeze=False)
-    runs = []
-    for col, p in enumerate(picks):
-        run, mv = p["run"], p["move"]
-        runs.append(run["run_key"])
-        tl = sorted((x for x in t["consumer_timeline"] if x["run_key"] == run["run_key"]), key=lambda x: x["bin"])
-        t0 = run["timeline_t0"]
-        xs = [x["t_rel_s"] + x["bin_s"] / 2 for x in tl]
-        a_lat, a_cu = axes[0][col], axes[1][col]
-        a_lat.plot(xs, [x["e2e_p50_ms"] for x in tl], color=_color(run["system"]), lw=1.2, label="p50")
-        a_lat.plot(xs, [x["e2e_p99_ms"] for x in tl], color="black", lw=1.0, ls="--", label="p99")
-        a_lat.set_yscale("log")
-        a_lat.set_ylabel("end-to-end latency, tail groups (ms, log)")
-        lats = [v for x in tl for v in (x["e2e_p50_ms"], x["e2e_p99_ms"]) if v]
-        if lats:
-            _nice_log_ticks(a_lat, "y", min(lats) / 1.2, max(lats) * 1.2, lambda v, _p: fmt_num(v))
+
+    def catch_up(ax, tl, xs, color) -> None:
         cu = [(x["catch_up_bytes_per_s"] or 0.0) / 1e6 for x in tl]
-        a_cu.plot(xs, cu, color=_color(run["system"]), lw=1.2, label="catch-up groups' reads")
-        a_cu.set_ylabel("catch-up read rate (MB/s)")
-        a_cu.set_ylim(0, max(cu + [0.1]) * 1.15)
-        a_cu.set_xlabel(f"time since move request (s), bins of {tl[0]['bin_s'] if tl else '?'} s")
-        end = (mv["first_ack_ts"] or mv["end_ts"] or mv["request_ts"]) - t0
-        faults = [o for o in t["outages"] if o["run_key"] == run["run_key"]]
-        for ax in (a_lat, a_cu):
-            ax.axvspan(mv["request_ts"] - t0, end, color=MOVE_SHADE, alpha=0.35,
-                       label=f"move window ({mv['move_seconds']:.2f} s)")
-            for i, o in enumerate(faults):
-                ax.axvline(o["start_ts"] - t0, color="#c0392b", ls=":", lw=1.4,
-                           label=_fault_name(o).replace("\n", " ") if i == 0 else None)
-        a_lat.set_title(f"{_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
-                        f"run {_run_name(run['run_key'])}", fontsize=9)
-        a_lat.legend(fontsize=8, loc="upper right")
-        a_cu.legend(fontsize=8, loc="upper right")
+        ax.plot(xs, cu, color=color, lw=1.2, label="catch-up groups' reads")
+        ax.set_ylabel("catch-up read rate (MB/s)")
+        ax.set_ylim(0, max(cu + [0.1]) * 1.15)
+        ax.legend(fontsize=8, loc="upper right")
+
+    fig, runs = _timeline_columns(t, picks, t["consumer_timeline"], "e2e_p50_ms", "e2e_p99_ms",
+                                  "end-to-end latency, tail groups (ms, log)", catch_up)
     fig.suptitle("Consumers across a partition move: end-to-end latency and catch-up reads", y=1.0)
     fig.tight_layout()
     cap = ("Tail groups: latency from the send call to a message's first delivery, quantiles per bin of delivery "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.run import clients
-from bench.run.load import commit_offsets, high_watermarks
+from bench.run.load import commit_offsets, high_watermarks, json_lines
 from bench.scenario import Scenario
 
 READY_TIMEOUT_S = 60.0  # every group joined and assigned
@@ -129,25 +129,16 @@ class ConsumerProcess:
         return self.plan
 
     def _read(self) -> None:
-        with open(self.logs / "consume.jsonl", "a") as out:
-            for line in self.proc.stdout:
-                text = line.decode(errors="replace").strip()
-                if not text:
-                    continue
-                out.write(text + "\n")
-                try:
-                    msg = json.loads(text)
-                except ValueError:
-                    continue
-                ev = msg.get("event")
-                if ev == "ready":
-                    self.on_event("ready", {**msg, "groups": self.plan["groups"]}, float(msg["ts"]))
-                    self.ready.set()
-                elif ev == "error":
-                    self.error = msg.get("error")
-                elif ev == "finished":
-                    self.finished = msg
-                    self.on_event("finished", msg, float(msg["ts"]))
+        for msg in json_lines(self.proc.stdout, self.logs / "consume.jsonl"):
+            ev = msg.get("event")
+            if ev == "ready":
+                self.on_event("ready", {**msg, "groups": self.plan["groups"]}, float(msg["ts"]))
+                self.ready.set()
+            elif ev == "error":
+                self.error = msg.get("error")
+            elif ev == "finished":
+                self.finished = msg
+                self.on_event("finished", msg, float(msg["ts"]))
 
     def go(self) -> None:
         """The load started: catch-up readers start reading."""

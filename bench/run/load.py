@@ -27,7 +27,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from bench.run import clients
@@ -219,6 +219,23 @@ def _pct(values: list[float], q: float) -> float | None:
         return None
     s = sorted(values)
     return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
+
+
+def json_lines(stream, copy_to) -> Iterator[dict[str, Any]]:
+    """The JSON objects a load process prints (see :func:`_emit`), each line also appended to the
+    file ``copy_to`` as it came; other lines are copied and skipped."""
+    with open(copy_to, "a") as out:
+        for line in stream:
+            text = line.decode(errors="replace").strip()
+            if not text:
+                continue
+            out.write(text + "\n")
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(msg, dict):
+                yield msg
 
 
 def _emit(obj: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ from bench.run import clients, observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.consumers import ConsumerProcess
 from bench.run.external import ExternalCluster
-from bench.run.load import prefill, verify
+from bench.run.load import json_lines, prefill, verify
 from bench.run.network import rate_bits
 from bench.run.progress import Progress
 from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
@@ -484,27 +484,18 @@ class Run:
         self.event(EVENT_CONSUMERS_READY if what == "ready" else EVENT_CONSUMERS_FINISHED, detail, ts=ts)
 
     def _read_load(self, started: threading.Event) -> None:
-        with open(self.logs / "load.jsonl", "a") as out:
-            for line in self.load_proc.stdout:
-                text = line.decode(errors="replace").strip()
-                if not text:
-                    continue
-                out.write(text + "\n")
-                try:
-                    msg = json.loads(text)
-                except ValueError:
-                    continue
-                ev = msg.get("event")
-                if ev == "started":
-                    self.state.load_started = float(msg["ts"])
-                    self.event(EVENT_LOAD_STARTED, {"pid": self.load_proc.pid, "spec": self.load_spec()},
-                               ts=float(msg["ts"]))
-                    started.set()
-                elif ev == "progress":
-                    self.state.load = msg
-                elif ev == "finished":
-                    self.state.load_finished = msg
-                    self.event(EVENT_LOAD_FINISHED, msg, ts=float(msg["ts"]))
+        for msg in json_lines(self.load_proc.stdout, self.logs / "load.jsonl"):
+            ev = msg.get("event")
+            if ev == "started":
+                self.state.load_started = float(msg["ts"])
+                self.event(EVENT_LOAD_STARTED, {"pid": self.load_proc.pid, "spec": self.load_spec()},
+                           ts=float(msg["ts"]))
+                started.set()
+            elif ev == "progress":
+                self.state.load = msg
+            elif ev == "finished":
+                self.state.load_finished = msg
+                self.event(EVENT_LOAD_FINISHED, msg, ts=float(msg["ts"]))
 
     # -- teardown ----------------------------------------------------------------------------
 
