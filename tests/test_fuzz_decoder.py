@@ -176,8 +176,14 @@ def _filled(cls, v):
 def _seeds() -> list[bytes]:
     from systems.core.server import KafkaServer
     srv = KafkaServer()
+    from types import SimpleNamespace
+
+    from systems.core.groups import GroupCoordinator
+
     b = Broker.__new__(Broker)  # only to read the API table the broker registers
     b.server = srv
+    b.groups = GroupCoordinator.__new__(GroupCoordinator)  # its handlers, never called here
+    b.backend = SimpleNamespace(leader_epoch_cache=True)  # every API, the copy system's included
     Broker._register_apis(b)
     out = []
     for key, api in sorted(srv.apis.items()):
