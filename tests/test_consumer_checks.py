@@ -81,6 +81,41 @@ def test_an_acked_message_a_group_never_got_fails_naming_it():
     assert check_all(history(drop={3}))["failed"] == ["delivery"]
 
 
+def test_a_backlog_record_a_catch_up_group_never_got_fails():
+    rows = [r for r in history().to_pylist()
+            if not (r["kind"] == "deliver" and r["group"] == "catch_up-0" and r["msg_id"] == -1 and r["offset"] == 1)]
+    res = check_delivery(to_table(rows))
+    assert res["valid"] is False
+    g = res["groups"]["catch_up-0"]
+    assert g["missing"] == 0 and g["missing_backlog"] == 1
+    assert g["missing_backlog_examples"] == [{"topic": "t", "partition": 0, "offset": 1}]
+
+
+def test_an_acked_send_with_an_unknown_offset_is_still_required():
+    rows = history(drop={5}).to_pylist()
+    for r in rows:
+        if r["kind"] == "send" and r["msg_id"] == 5:
+            r["offset"] = None  # acked, but its delivery report gave no offset
+    res = check_delivery(to_table(rows))
+    assert res["valid"] is False and res["groups"]["tail-0"]["missing_examples"][0]["msg_id"] == 5
+
+
+def test_consumers_that_never_started_fail_the_delivery_check():
+    rows = [r for r in history().to_pylist() if r["kind"] == "send"]
+    res = check_delivery(to_table(rows), _with({"mode": "tail"}))
+    assert res["valid"] is False and "never started" in res["reason"]
+
+
+def test_a_run_with_catch_up_groups_only_keeps_its_per_action_rates():
+    rows = history().to_pylist()
+    groups = {"catch_up-0": GROUPS["catch_up-0"]}
+    rows[0]["detail"] = json.dumps({"groups": groups})
+    rows = [r for r in rows if not (r["kind"] == "deliver" and r["group"] == "tail-0")]
+    (a,) = build_summary(to_table(rows), None)["consumers"]["actions"]
+    assert a["action"] == "reassign" and a["catch_up_bytes_per_s"]["before"] == pytest.approx(200.0)
+    assert a["end_to_end_ms"] == {} and a["gap_seconds"] is None
+
+
 def test_messages_before_a_groups_start_offset_are_not_required():
     rows = history().to_pylist()
     groups = json.loads(json.dumps(GROUPS))

@@ -2,7 +2,8 @@
 librdkafka ``Consumer``) in a consumer group (``subscribe``; the coordinator assigns partitions
 and the members rebalance) or, without a group, on partitions assigned by hand. Every message
 read is reported through Locust's request event (``request_type="consume"``, ``name=<topic>``,
-response time = end-to-end latency: the record's CreateTime to now).
+response time = the record's CreateTime, set by the producer client, to now; the harness's own
+end-to-end latency joins each delivery to its send call instead, see bench/check/consumers.py).
 
 Two ways to use it:
 
@@ -100,7 +101,7 @@ class KafkaConsumerUser(User):
     message, stores its offset once recorded.
 
     The harness may set ``environment.kafka_consumers``: a list of ``{group, member, set, topics,
-    partitions, assign, wait_for_go}`` (one per user, in spawn order; ``assign`` = [(topic,
+    partitions, start, assign, wait_for_go}`` (one per user, in spawn order; ``assign`` = [(topic,
     partition, start offset)] for a member that reads by hand instead of joining ``group``;
     ``wait_for_go``: keep the partitions paused until ``environment.kafka_go`` is set). Without it the options say: ``--kafka-groups`` groups of
     ``--kafka-members`` members each.
@@ -141,6 +142,7 @@ class KafkaConsumerUser(User):
         self.sink = getattr(self.environment, "kafka_history", None)
         self.rows: list[dict] = []
         self.assigned: set[tuple[str, int]] = set()
+        self.assignments = 0  # assignments received (a member that got one, even empty, has joined)
         self.next_offset: dict[tuple[str, int], int] = {}  # per partition: last delivered offset + 1
         self.delivered = 0
         self.delivered_bytes = 0
@@ -158,6 +160,7 @@ class KafkaConsumerUser(User):
             if self.go is not None and start:
                 self.consumer.pause([TopicPartition(t, p) for t, p, _ in start])
             self.assigned = {(t, p) for t, p, _ in start}
+            self.assignments = 1
         _active.append(self)
 
     def _on_assign(self, consumer, partitions) -> None:
@@ -165,6 +168,7 @@ class KafkaConsumerUser(User):
             consumer.assign(partitions)
             consumer.pause(partitions)
         self.assigned |= {(tp.topic, tp.partition) for tp in partitions}
+        self.assignments += 1
         self._event("assigned", partitions)
 
     def _on_revoke(self, consumer, partitions) -> None:

@@ -826,7 +826,7 @@ def _consumer_rows(runs: list[Run]) -> list[dict[str, Any]]:
                                          if g.get("catch_up_seconds") is not None]),
                "backlog_bytes": _med([g.get("backlog_bytes") for g in cu if g.get("backlog_bytes") is not None]),
                "groups": len(groups), "delivery_valid": str(c.get("delivery_valid")).lower(),
-               "missing": sum(int(g.get("missing") or 0) for g in groups.values()),
+               "missing": sum(int(g.get("missing") or 0) + int(g.get("missing_backlog") or 0) for g in groups.values()),
                "redelivered": sum(int(g.get("redelivered") or 0) for g in groups.values())}
         for a in c.get("actions") or []:
             e2e = a.get("end_to_end_ms") or {}
@@ -1662,7 +1662,7 @@ PROTOCOL_NOTE = (
 CONSUMERS_TITLE = "Consumers across moves and faults"
 CONSUMERS_HEAD = ["configuration", "action", "runs", "end-to-end p50 ms (before / during / after)",
                   "end-to-end p99 ms (before / during / after)", "longest gap without a delivery (s)",
-                  "catch-up read MB/s (before / during / after)", "acked messages not delivered"]
+                  "catch-up read MB/s (before / during / after)", "not delivered (whole runs)"]
 CONSUMERS_NOTE = (
     "What the workload's consumer groups felt (scenario section `consumers`; medians over runs, min-max in "
     "brackets). End-to-end latency: from the producer's send call to a message's first delivery to a `tail` "
@@ -1672,7 +1672,8 @@ CONSUMERS_NOTE = (
     "storage. Gap: the longest time a tail group got no message of those partitions, from 1 s before the action "
     "to 5 s after its end (a fault: after the producers' first ack past recovery). Catch-up: the backlog "
     "bytes per second a `catch_up` group (started behind, reading while the load produces) read in each "
-    "window. Not delivered: acked messages some group never got (at least once, per group: must be 0).")
+    "window, the mean over catch-up groups. Not delivered: acked messages and backlog records some group never "
+    "got, over the whole of the configuration's runs (at least once, per group: must be 0).")
 
 
 def consumer_rows(consumers: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[list[Any]]:

@@ -399,8 +399,8 @@ def fig_consumers(t) -> Figure | None:
     fig.suptitle("Consumers across a partition move: end-to-end latency and catch-up reads", y=1.0)
     fig.tight_layout()
     cap = ("Tail groups: latency from the send call to a message's first delivery, quantiles per bin of delivery "
-           "time from raw samples. Catch-up groups: bytes delivered per second (backlog first, then the live "
-           "tail). Shaded: from the move request to the first ack served by the new owner; dotted: a fault. From "
+           "time from raw samples. Catch-up groups: bytes delivered per second, summed over the catch-up groups and "
+           "counting every delivery (the backlog first, then the live tail). Shaded: from the move request to the first ack served by the new owner; dotted: a fault. From "
            + _short_runs(runs) + ".")
     return Figure("consumers_timeline", "Consumers across a move", _png(fig), cap, runs)
 

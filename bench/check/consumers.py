@@ -52,15 +52,38 @@ def _first_deliveries(v: HistoryView, rows: np.ndarray) -> np.ndarray:
     return np.sort(rows[first])
 
 
+def _backlog_missing(v: HistoryView, rows: np.ndarray, g: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """The backlog records (prefill: no msg id) a group never got: (topic, partition, offset)."""
+    d = v.deliveries
+    out = []
+    for name, n in (g.get("backlog") or {}).items():
+        if n <= 0:
+            continue
+        t, p = _tp(name)
+        lo = int(g["start"][name])
+        r = rows[(d["topic"][rows] == v.topic_code.get(t, -2)) & (d["part"][rows] == p)]
+        offs = _uniq(d["off"][r])
+        want = np.arange(lo, lo + int(n), dtype=np.int64)
+        out += [(t, p, int(o)) for o in want[~_member(want, offs)]]
+    return out
+
+
 def check_delivery(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """At least once, per group: every acked send on the group's topics at or after the group's
-    start offset was delivered to the group (to some member, at least once, across rebalances and
-    moves). ``missing`` counts the acked messages never delivered, with examples;
-    ``redelivered`` the deliveries of a message beyond its first (allowed: at least once).
-    valid False if any group misses an acked message."""
+    start offset, and every record of a catch-up group's backlog (from its start offset to the end
+    of the partition when it started), was delivered to the group (to some member, at least once,
+    across rebalances and moves). An acked send whose partition or offset is unknown is required
+    too. ``missing`` counts the acked messages never delivered, ``missing_backlog`` the backlog
+    records, with examples; ``redelivered`` the deliveries of a message beyond its first (allowed:
+    at least once). valid False if any group misses either, or if the scenario has consumers and
+    the run has no ``consumers_ready`` event (they never started)."""
     v = _view(history, scenario)
     groups = consumer_groups(v)
+    sc = v.scenario
     if not groups:
+        if sc is not None and getattr(sc, "consumers", None):
+            return {"valid": False, "groups": {},
+                    "reason": "the scenario has consumers, the run no consumers_ready event: they never started"}
         return {"valid": True, "groups": {}}
     d = v.deliveries
     finished = v.events_named(EVENT_CONSUMERS_FINISHED)
@@ -70,25 +93,28 @@ def check_delivery(history: pa.Table | HistoryView, scenario: Any = None) -> dic
         rows = _group_rows(v, gid)
         ids = d["id"][rows]
         got = _uniq(ids[ids >= 0])
-        need = (v.s_out == _OK) & (v.s_part >= 0)
         topics = {v.topic_code[t] for t in g["topics"] if t in v.topic_code}
-        need &= np.isin(v.s_topic, list(topics))
-        start = np.full(v.s_id.size, np.iinfo(np.int64).max)
+        need = (v.s_out == _OK) & np.isin(v.s_topic, list(topics))
+        start = np.full(v.s_id.size, -1, dtype=np.int64)  # unknown partition: required
         for name, off in g["start"].items():
             t, p = _tp(name)
             if t in v.topic_code:
                 start[(v.s_topic == v.topic_code[t]) & (v.s_part == p)] = off
-        need &= v.s_off >= start
+        need &= (v.s_off < 0) | (v.s_off >= start)
         idx = np.flatnonzero(need)
         missing = idx[~_member(v.s_id[idx], got)]
+        backlog = _backlog_missing(v, rows, g)
         out[gid] = {"set": g["set"], "mode": g["mode"], "required": int(idx.size), "delivered": int(got.size),
                     "deliveries": int(rows.size), "redelivered": int((ids >= 0).sum() - got.size),
                     "missing": int(missing.size),
                     "missing_examples": [{"msg_id": int(v.s_id[i]), "topic": v.topics[v.s_topic[i]],
                                           "partition": int(v.s_part[i]), "offset": int(v.s_off[i])}
                                          for i in missing[:EXAMPLES]],
+                    "missing_backlog": len(backlog),
+                    "missing_backlog_examples": [{"topic": t, "partition": p, "offset": o}
+                                                 for t, p, o in backlog[:EXAMPLES]],
                     "behind_at_end": (fin.get("behind") or {}).get(gid) or {}}
-    return {"valid": all(g["missing"] == 0 for g in out.values()), "groups": out,
+    return {"valid": all(g["missing"] == 0 and g["missing_backlog"] == 0 for g in out.values()), "groups": out,
             "caught_up": fin.get("caught_up"), "early": fin.get("early")}
 
 

@@ -42,7 +42,7 @@ clock). Shape::
                 during_moves (move action ids in flight at the fault), run_unavailable_seconds
                 (worst gap of those partitions over the whole run)}],
      consumers: null without workload consumers, else {groups: {id: {set, mode, required,
-                delivered, missing, redelivered}}, delivery_valid, end_to_end_ms (tail groups, run),
+                delivered, missing, missing_backlog, redelivered}}, delivery_valid, end_to_end_ms (tail groups, run),
                 catch_up: {id: {backlog_bytes, catch_up_seconds, bytes_per_s, caught_up}},
                 actions: [{action_id, action, end_to_end_ms: {before|during|after: {count, p50_ms,
                 p99_ms, p999_ms}} (the action's partitions), gap_seconds (longest time a tail
@@ -383,12 +383,17 @@ def _consumers(checks: dict[str, Any]) -> dict[str, Any] | None:
         return None
     e2e, gaps, cu = checks["end_to_end"], checks["consumer_gaps"], checks["catch_up"]
     gap_by = {a["action_id"]: a for a in gaps["actions"]}
+    e2e_by = {a["action_id"]: a for a in e2e["actions"]}
+    # Every action any of them saw (a run with catch-up groups only has no latency windows).
+    seen: dict[Any, str] = {}
+    for a in [*e2e["actions"], *gaps["actions"], *(x for g in cu["groups"].values() for x in g["actions"])]:
+        seen.setdefault(a["action_id"], a["action"])
     actions = []
-    for a in e2e["actions"] or [{"action_id": x["action_id"], "action": x["action"]} for x in gaps["actions"]]:
-        aid = a["action_id"]
+    for aid, kind in seen.items():
+        a = e2e_by.get(aid) or {}
         rates = [x["bytes_per_s"] for g in cu["groups"].values() for x in g["actions"] if x["action_id"] == aid]
         actions.append({
-            "action_id": aid, "action": a["action"],
+            "action_id": aid, "action": kind,
             "end_to_end_ms": {ph: {k: w.get(k) for k in ("count", "p50_ms", "p99_ms", "p999_ms")}
                               for ph, w in (a.get("partitions") or {}).items()},
             "gap_seconds": (gap_by.get(aid) or {}).get("max_gap_seconds"),
@@ -397,7 +402,8 @@ def _consumers(checks: dict[str, Any]) -> dict[str, Any] | None:
             if rates else None,
         })
     return {
-        "groups": {gid: {k: g[k] for k in ("set", "mode", "required", "delivered", "missing", "redelivered")}
+        "groups": {gid: {k: g[k] for k in ("set", "mode", "required", "delivered", "missing", "missing_backlog",
+                                           "redelivered")}
                    for gid, g in delivery["groups"].items()},
         "delivery_valid": delivery["valid"],
         "end_to_end_ms": e2e["run"],

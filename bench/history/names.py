@@ -46,11 +46,11 @@ EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
 EVENT_REASSIGNMENT_LISTED = "reassignment_listed"  # ListPartitionReassignments shows it {replicas, adding, removing}
 EVENT_REASSIGNMENT_CLEARED = "reassignment_cleared"  # no longer listed {replicas, listed_seconds}
 EVENT_LOG_DIRS = "log_dirs"  # DescribeLogDirs {sizes: {"topic-p": {broker: bytes}}, lags: {...}}
-EVENT_EXTERNAL_CLUSTER = "external_cluster"
+EVENT_EXTERNAL_CLUSTER = "external_cluster"  # a cluster the harness did not start: what it found and set
 # A journal record about a cluster's internal topic (Kafka's `__consumer_offsets`, the group
 # coordinator's log): kept, but out of the checkers' sight, which measure the scenario's topics
 EVENT_INTERNAL_TOPIC = "internal_topic"
-INTERNAL_TOPIC_PREFIX = "__"  # a cluster the harness did not start: what it found and set
+INTERNAL_TOPIC_PREFIX = "__"
 
 # Counter names
 COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> broker for a move (receiver)

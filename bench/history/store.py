@@ -42,7 +42,7 @@ SCHEMA = pa.schema(
         ("size_bytes", pa.int32()),
         ("event", pa.string()),  # for kind=event: action_start, leader_change, counter, ...
         ("detail", pa.string()),  # JSON text
-        ("group", pa.string()),  # deliver: the consumer group (null: partitions assigned by hand)
+        ("group", pa.string()),  # deliver: the consumer group (by hand, `assign`: the group it stands for)
         ("member", pa.string()),  # deliver: the consumer within its group
         ("record_ts", pa.float64()),  # deliver: the record's timestamp (CreateTime: the producer's clock), s
     ]

@@ -28,6 +28,10 @@ from bench.scenario import Scenario
 
 READY_TIMEOUT_S = 60.0  # every group joined and assigned
 DRAIN_S = 60.0  # after the load: read on up to the high watermarks for at most this long
+# finish(): the drain, plus reading the high watermarks (30 s at most) and the members' close
+FINISH_TIMEOUT_S = DRAIN_S + 60.0
+# The process leaves by itself this long after the load should have ended (a runner gone by kill -9)
+ORPHAN_SLACK_S = 600.0
 
 
 class ConsumerError(RuntimeError):
@@ -68,6 +72,7 @@ def plan(sc: Scenario, hw: dict[tuple[str, int], int], prefilled: dict[tuple[str
                 members.append({"group": gid, "member": f"m{m}", "set": cs.label, "topics": topics,
                                 "wait_for_go": cs.mode == "catch_up",
                                 "partitions": [list(tp) for tp in (mine if mine is not None else tps)],
+                                "start": [[t, p, start[(t, p)]] for t, p in tps],
                                 "assign": None if mine is None else [[t, p, start[(t, p)]] for t, p in mine]})
     return {"groups": groups, "members": members}
 
@@ -104,7 +109,8 @@ class ConsumerProcess:
                            ((k.rsplit("-", 1), off) for k, off in g["start"].items())}
                 commit_offsets(self.bootstrap, gid, offsets, client=sc.system.client)
         spec = {"bootstrap": self.bootstrap, "history_path": str(self.history_path), "members": self.plan["members"],
-                "client": clients.plain(sc.system.client), "drain_s": DRAIN_S, "ready_timeout_s": READY_TIMEOUT_S}
+                "client": clients.plain(sc.system.client), "drain_s": DRAIN_S, "ready_timeout_s": READY_TIMEOUT_S,
+                "max_s": READY_TIMEOUT_S + sc.workload.duration_s + FINISH_TIMEOUT_S + ORPHAN_SLACK_S}
         spec_path = self.logs / "consume-spec.json"
         spec_path.write_text(json.dumps(spec, indent=2))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -140,30 +146,40 @@ class ConsumerProcess:
                 self.finished = msg
                 self.on_event("finished", msg, float(msg["ts"]))
 
-    def go(self) -> None:
-        """The load started: catch-up readers start reading."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGUSR2)
-
-    def finish(self, timeout_s: float = DRAIN_S + 30) -> dict[str, Any] | None:
-        """Read on up to the high watermarks, then leave (bounded); the finished line."""
+    def _signal(self, sig: int) -> bool:
         p = self.proc
         if p is None or p.poll() is not None:
-            return self.finished
-        os.kill(p.pid, signal.SIGUSR1)
+            return False
         try:
-            p.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.stop()
-        return self.finished
+            os.kill(p.pid, sig)
+            return True
+        except ProcessLookupError:  # exited since the poll
+            return False
+
+    def go(self) -> None:
+        """The load started: catch-up readers start reading."""
+        self._signal(signal.SIGUSR2)
+
+    def finish(self, timeout_s: float = FINISH_TIMEOUT_S) -> str | None:
+        """Read on up to the high watermarks, then leave (bounded). None if all went well, else
+        what went wrong (the run's history keeps whatever was delivered)."""
+        p = self.proc
+        if self._signal(signal.SIGUSR1):
+            try:
+                p.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                return f"the consumer process did not finish within {timeout_s:.0f} s (stopped)"
+        if p is not None and p.returncode not in (0, None):
+            return (f"the consumer process exited with code {p.returncode}: "
+                    f"{(self.finished or {}).get('error') or self.error or 'see ' + str(self.logs / 'consume.log')}")
+        if self.finished is None:
+            return "the consumer process ended without its finished line"
+        return None
 
     def stop(self) -> None:
         p = self.proc
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.kill(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
+        if not self._signal(signal.SIGTERM):
             return
         try:
             p.wait(timeout=15)

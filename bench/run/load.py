@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -377,11 +378,15 @@ def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int],
 
 
 def drive_consumers(spec: dict[str, Any]) -> int:
-    """Run the workload's consumers (``spec["members"]``: one ``{group, member, topics, assign}``
-    per Locust user, see :class:`workloads.kafka_consume.KafkaConsumerUser`). Prints ``ready``
-    once every group has all its partitions assigned, ``progress`` every 0.5 s and ``finished``.
-    SIGUSR2: go (the load started; paused catch-up readers start). SIGUSR1: finish - read on until every group has delivered up to the high watermarks of now
-    (at most ``drain_s``), then leave the groups. SIGTERM / SIGINT: leave at once."""
+    """Run the workload's consumers (``spec["members"]``: one ``{group, member, set, topics,
+    partitions, start, assign, wait_for_go}`` per Locust user, see
+    :class:`workloads.kafka_consume.KafkaConsumerUser`). Prints ``ready`` once every member has
+    joined (its first assignment, even an empty one) and every group has all its partitions,
+    ``progress`` every 0.5 s and ``finished``. SIGUSR2: go (the load started; paused catch-up
+    readers start). SIGUSR1: finish - read on until every group has delivered up to the high
+    watermarks of now (at most ``drain_s``), then leave the groups. SIGTERM / SIGINT, or the
+    runner gone, or ``max_s`` passed: leave at once. Whatever happens, the members close and the
+    history is written; an error is reported in ``finished``."""
     import locust  # noqa: F401  (first: gevent monkey-patching)
     import gevent
     import signal
@@ -392,10 +397,14 @@ def drive_consumers(spec: dict[str, Any]) -> int:
     from bench.history.store import HistoryWriter
     from workloads import kafka_consume as kc
 
+    parent = os.getppid()
+    t0 = time.monotonic()
+    give_up = t0 + float(spec.get("max_s", 3600))
     writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
     members = spec["members"]
-    opts = kc.options(kafka_bootstrap=spec["bootstrap"], kafka_consumer_config=json.dumps(
-        {**clients.resolve(spec.get("client")), **spec.get("consumer_config", {})}))
+    # earliest: a member whose position is out of range re-reads (at least once), never skips
+    opts = kc.options(kafka_bootstrap=spec["bootstrap"], kafka_start="earliest",
+                      kafka_consumer_config=json.dumps(clients.resolve(spec.get("client"))))
     env = Environment(user_classes=[kc.KafkaConsumerUser], parsed_options=opts, events=locust.events)
     env.kafka_history = writer
     env.kafka_consumers = members
@@ -413,82 +422,98 @@ def drive_consumers(spec: dict[str, Any]) -> int:
     gevent.signal_handler(signal.SIGTERM, stop_now.set)
     gevent.signal_handler(signal.SIGINT, stop_now.set)
     groups: dict[str, set[tuple[str, int]]] = {}
+    start: dict[str, dict[tuple[str, int], int]] = {}
     for m in members:
         groups.setdefault(m["group"], set()).update((t, int(p)) for t, p in m["partitions"])
+        start.setdefault(m["group"], {}).update({(t, int(p)): int(off) for t, p, off in m.get("start") or ()})
 
     def users() -> list:
         return list(kc._active)
 
+    def orphaned() -> bool:
+        return os.getppid() != parent or time.monotonic() > give_up
+
     def positions() -> dict[str, dict[tuple[str, int], int]]:
-        out: dict[str, dict[tuple[str, int], int]] = {}
+        # Where each group stands: its start offsets until a member delivered past them.
+        out = {g: dict(st) for g, st in start.items()}
         for u in users():
             g = out.setdefault(u.group_id, {})
             for tp, off in u.next_offset.items():
                 g[tp] = max(g.get(tp, -1), off)
         return out
 
-    t0 = time.monotonic()
-    runner.start(len(members), spawn_rate=len(members))
-    deadline = t0 + float(spec.get("ready_timeout_s", 60))
-    while True:
-        assigned: dict[str, set] = {}
-        for u in users():
-            assigned.setdefault(u.group_id, set()).update(u.assigned)
-        waiting = {g: sorted(want - assigned.get(g, set())) for g, want in groups.items()
-                   if want - assigned.get(g, set())}
-        if not waiting and len(users()) == len(members):
-            break
-        crashed = [e["msg"] for e in runner.exceptions.values()]
-        if crashed or time.monotonic() > deadline or stop_now.is_set():
-            why = f"a consumer user failed: {crashed[0]}" if crashed else f"partitions not assigned {waiting}"
-            _emit({"event": "error", "ts": time.time(), "error": f"consumers not ready: {why}"})
-            runner.quit()
-            writer.close()
-            return 1
-        gevent.sleep(0.05)
-    _emit({"event": "ready", "ts": time.time(), "seconds": time.monotonic() - t0})
-
-    def progress() -> None:
-        last_t, last_n = time.monotonic(), 0
-        while True:
-            gevent.sleep(0.5)
-            now = time.monotonic()
-            n = sum(u.delivered for u in users())
-            _emit({"event": "progress", "ts": time.time(), "delivered": n,
-                   "rate": (n - last_n) / max(1e-6, now - last_t)})
-            last_t, last_n = now, n
-
-    reporter = gevent.spawn(progress)
-    while not finish.is_set() and not stop_now.is_set():
-        gevent.sleep(0.1)
     behind: dict[str, dict[str, int]] = {}
-    if finish.is_set() and not stop_now.is_set():
-        # Everything acked so far is below these marks: read on until each group has it all.
-        hw = high_watermarks(spec["bootstrap"], sorted(set().union(*groups.values())),
-                             client=spec.get("client"))
-        end = time.monotonic() + float(spec["drain_s"])
-        while time.monotonic() < end and not stop_now.is_set():
-            pos = positions()
-            behind = {g: {f"{t}-{p}": hw[(t, p)] - pos.get(g, {}).get((t, p), 0) for t, p in want
-                          if pos.get(g, {}).get((t, p), 0) < hw[(t, p)]} for g, want in groups.items()}
-            behind = {g: b for g, b in behind.items() if b}
-            if not behind:
+    error: str | None = None
+    reporter = None
+    try:
+        runner.start(len(members), spawn_rate=len(members))
+        deadline = t0 + float(spec.get("ready_timeout_s", 60))
+        while True:
+            us = users()
+            assigned: dict[str, set] = {}
+            for u in us:
+                assigned.setdefault(u.group_id, set()).update(u.assigned)
+            waiting = {g: sorted(want - assigned.get(g, set())) for g, want in groups.items()
+                       if want - assigned.get(g, set())}
+            joined = len(us) == len(members) and all(u.assignments > 0 for u in us)
+            if not waiting and joined:
                 break
+            crashed = [e["msg"] for e in runner.exceptions.values()]
+            if crashed or time.monotonic() > deadline or stop_now.is_set() or orphaned():
+                why = (f"a consumer user failed: {crashed[0]}" if crashed else
+                       f"partitions not assigned {waiting}" if waiting else
+                       f"{sum(1 for u in us if u.assignments)} of {len(members)} members joined")
+                _emit({"event": "error", "ts": time.time(), "error": f"consumers not ready: {why}"})
+                return 1
+            gevent.sleep(0.05)
+        _emit({"event": "ready", "ts": time.time(), "seconds": time.monotonic() - t0})
+
+        def progress() -> None:
+            last_t, last_n = time.monotonic(), 0
+            while True:
+                gevent.sleep(0.5)
+                now = time.monotonic()
+                n = sum(u.delivered for u in users())
+                _emit({"event": "progress", "ts": time.time(), "delivered": n,
+                       "rate": (n - last_n) / max(1e-6, now - last_t)})
+                last_t, last_n = now, n
+
+        reporter = gevent.spawn(progress)
+        while not finish.is_set() and not stop_now.is_set() and not orphaned():
             gevent.sleep(0.1)
-    reporter.kill()
-    delivered = sum(u.delivered for u in users())
-    for u in users():
-        u.close()
-    runner.quit()
-    writer.close()
+        if finish.is_set() and not stop_now.is_set():
+            # Everything acked so far is below these marks: read on until each group has it all.
+            hw = high_watermarks(spec["bootstrap"], sorted(set().union(*groups.values())),
+                                 client=spec.get("client"))
+            end = time.monotonic() + float(spec["drain_s"])
+            while True:
+                pos = positions()
+                behind = {g: {f"{t}-{p}": hw[(t, p)] - pos[g].get((t, p), 0) for t, p in sorted(want)
+                              if pos[g].get((t, p), 0) < hw[(t, p)]} for g, want in groups.items()}
+                behind = {g: b for g, b in behind.items() if b}
+                if not behind or time.monotonic() > end or stop_now.is_set() or orphaned():
+                    break
+                gevent.sleep(0.1)
+    except Exception as exc:  # reported in `finished`; the members still close, the history is written
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if reporter is not None:
+            reporter.kill()
+        delivered = sum(u.delivered for u in users())
+        for u in users():
+            u.close()
+        runner.quit()
+        writer.close()
     total = env.stats.total
     _emit({"event": "finished", "ts": time.time(), "delivered": delivered, "behind": behind,
-           "go_ts": go_ts[0] if go_ts else None,
-           "caught_up": not behind, "early": stop_now.is_set(),
+           "go_ts": go_ts[0] if go_ts else None, "error": error,
+           "caught_up": not behind and error is None and finish.is_set(), "early": stop_now.is_set(),
+           # Locust's own stats: its response time is the record's CreateTime to delivery (ms, the
+           # client's clock), not the checkers' end-to-end latency (send call to first delivery).
            "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,
                       "median_response_time_ms": total.median_response_time,
                       "p99_response_time_ms": total.get_response_time_percentile(0.99)}})
-    return 0
+    return 0 if error is None else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -336,7 +336,10 @@ class Run:
         if self.consumers is not None:
             st.phase = "consumers catching up"
             self._notify()
-            self.consumers.finish()
+            problem = self.consumers.finish()
+            if problem is not None:  # the delivery checker judges what was delivered; say why it stopped
+                log.error("consumers: %s", problem)
+                self.event(EVENT_HARNESS_ERROR, {"thread": "consumers", "error": problem})
         st.phase = "verify"
         self._notify()
         tps = sc.partitions()
