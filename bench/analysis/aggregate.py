@@ -124,6 +124,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # how many partitions the action moved (the models fit single-partition moves only).
         ("ingest_bytes_per_s", F64), ("objects", F64), ("open_seconds", F64), ("partitions_in_action", I64),
         *[(name, F64) for name in PROTOCOL_FIGURES],
+        ("with_consumers", BOOL),  # its run had workload consumers (not a move the models rest on)
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
@@ -829,6 +830,8 @@ def _consumer_rows(runs: list[Run]) -> list[dict[str, Any]]:
                "missing": sum(int(g.get("missing") or 0) + int(g.get("missing_backlog") or 0) for g in groups.values()),
                "redelivered": sum(int(g.get("redelivered") or 0) for g in groups.values())}
         for a in c.get("actions") or []:
+            if a.get("action") in RECOVERY_ACTIONS:
+                continue  # its effect is the end of its fault's windows
             e2e = a.get("end_to_end_ms") or {}
             rates = a.get("catch_up_bytes_per_s") or {}
             rows.append({**run, "action_id": str(a.get("action_id")), "action": a.get("action"),
@@ -1188,6 +1191,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),
             "partitions_in_action": n_parts[(m["run_idx"], m["action_id"])],
             **_protocol_of(sm.get("protocol")),
+            "with_consumers": isinstance(r.summary.get("consumers"), dict),
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows
@@ -1317,6 +1321,14 @@ def _run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
 FIT_ACTIONS = ("reassign", "move_set")  # the measured moves the models rest on (not drains, scale-outs, faults)
 
 
+def model_move(m: dict[str, Any]) -> bool:
+    """A move the models may rest on: a single-partition reassign / move_set of a run without
+    workload consumers (consumers' reads share the links a move crosses, which the models do not
+    describe)."""
+    return (m.get("action") in FIT_ACTIONS and (m.get("partitions_in_action") or 1) == 1
+            and not m.get("with_consumers"))
+
+
 def _hashable(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
 
@@ -1328,8 +1340,8 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[Run] = ()) -> li
               for r in runs}
     pts = []
     for m in moves:
-        if (m.get("move_seconds") is None or m.get("partition_bytes") is None or m.get("action") not in FIT_ACTIONS
-                or (m.get("partitions_in_action") or 1) != 1 or mdl.family(m["system"]) is None):
+        if (m.get("move_seconds") is None or m.get("partition_bytes") is None or not model_move(m)
+                or mdl.family(m["system"]) is None):
             continue
         bw = m.get("bandwidth_bytes_per_s")
         pts.append(mdl.MovePoint(
@@ -1449,8 +1461,7 @@ def ack_lags(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> d
     out = {}
     for system in models:
         xs = [x["first_ack_ts"] - x["leader_change_ts"] for x in moves if x["system"] == system
-              and x["action"] in FIT_ACTIONS and (x["partitions_in_action"] or 1) == 1
-              and x["first_ack_ts"] is not None and x["leader_change_ts"] is not None]
+              and model_move(x) and x["first_ack_ts"] is not None and x["leader_change_ts"] is not None]
         if xs:
             out[system] = max(0.0, statistics.median(xs))
     return out

@@ -23,7 +23,7 @@ from bench import results
 from bench.analysis import model as mdl
 from bench.analysis.aggregate import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate import (
-    FIT_ACTIONS, BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
+    model_move, BYTES_HEAD, CONFIG_HEAD, CONFIG_NOTE, LINK_FILL_HEAD, LINK_FILL_NOTE, NO_LINKS, RESULT_HEAD, SPREAD_NOTE, TABLES,
     VERDICTS, bytes_rows, configuration_rows, fmt_num, fmt_spread, link_fill_rows, md_table, model_markdown,
     provenance_lines, recovery_label, result_rows, verdict_counts,
     PROTOCOL_HEAD, PROTOCOL_NOTE, protocol_rows, CONSUMERS_HEAD, CONSUMERS_NOTE, CONSUMERS_TITLE, consumer_rows,
@@ -194,8 +194,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
 
     # The single-partition moves the models rest on (a drain's or scale-out's moves wait for each
     # other: the cluster simulation's part, in the Model section's rebalance checks).
-    moves = [m for m in t["moves"] if m["move_seconds"] is not None and m["partition_bytes"]
-             and m.get("action") in FIT_ACTIONS and (m.get("partitions_in_action") or 1) == 1]
+    moves = [m for m in t["moves"] if m["move_seconds"] is not None and m["partition_bytes"] and model_move(m)]
     runs = [m["run_key"] for m in moves]
     if not moves:
         return Figure("move_time_vs_bytes", "Move time vs partition size",
