@@ -118,3 +118,16 @@ def network_names(stem: str) -> list[str]:
             if name.startswith(stem):
                 out.append(name)
     return out
+
+
+def start_cluster(tmp_path_factory, system: str, brokers: int, config: dict):
+    """A cluster of ``system`` in a pytest temp dir, started (stopped again if the start fails)."""
+    from bench.run.cluster import Cluster
+
+    c = Cluster(system, brokers, str(tmp_path_factory.mktemp(system) / "cluster"), config)
+    try:
+        c.start(timeout=60)
+    except BaseException:
+        c.stop()
+        raise
+    return c

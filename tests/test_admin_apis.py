@@ -39,6 +39,7 @@ from tests.clients import (
     create_topics,
     idempotent_producer,
     produce_all,
+    start_cluster,
     wait_for,
 )
 from tests.rawclient import RawConn
@@ -50,13 +51,7 @@ FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "50
 
 
 def _start(tmp_path_factory, system: str, brokers: int, **config) -> Cluster:
-    c = Cluster(system, brokers, str(tmp_path_factory.mktemp(system) / "cluster"), {**FAST, **config})
-    try:
-        c.start(timeout=60)
-    except BaseException:
-        c.stop()
-        raise
-    return c
+    return start_cluster(tmp_path_factory, system, brokers, {**FAST, **config})
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from bench.run.cluster import Cluster
 from systems.core.events import read_events
 from systems.core.groups import (GROUP_ID_NOT_FOUND, ILLEGAL_GENERATION, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED,
                                  NON_EMPTY_GROUP, NOT_COORDINATOR, OFFSETS_TOPIC, UNKNOWN_MEMBER_ID, partition_for)
-from tests.clients import admin, create_topics, idempotent_producer, produce_all, wait_for
+from tests.clients import admin, create_topics, idempotent_producer, produce_all, start_cluster, wait_for
 from tests.rawclient import RawConn
 
 pytestmark = pytest.mark.timeout(180)
@@ -48,13 +48,7 @@ SYSTEMS = ["replication", "shared"]
 
 
 def _start(tmp_path_factory, system: str, brokers: int, **config) -> Cluster:
-    c = Cluster(system, brokers, str(tmp_path_factory.mktemp(system) / "cluster"), {**FAST, **config})
-    try:
-        c.start(timeout=60)
-    except BaseException:
-        c.stop()
-        raise
-    return c
+    return start_cluster(tmp_path_factory, system, brokers, {**FAST, **config})
 
 
 @pytest.fixture(scope="module")

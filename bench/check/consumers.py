@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.check.moves import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, _longest_gap, _percentiles, action_windows
+from bench.check.moves import (UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, _fault_windows, _longest_gap, _percentiles,
+                               action_windows)
 from bench.check.view import _OK, EXAMPLES, HistoryView, _member, _tp_key, _uniq, _view
-from bench.history.names import EVENT_CONSUMERS_FINISHED, EVENT_CONSUMERS_READY
+from bench.history.names import EVENT_CONSUMERS_FINISHED, EVENT_CONSUMERS_READY, EVENT_LEADER_CHANGE
 from bench.scenario import FAULT_RECOVERY, RECOVERY_ACTIONS
 
 CATCH_UP_MIN_WINDOW_S = 0.2  # a window overlapping the catch-up for less than this gets no rate
@@ -205,9 +206,6 @@ def check_consumer_gaps(history: pa.Table | HistoryView, scenario: Any = None) -
 
 def _fault_ends(v: HistoryView) -> dict[Any, float]:
     """Per fault action: the end of its producers' outage window (the first ack after recovery)."""
-    from bench.check.moves import _fault_windows
-    from bench.history.names import EVENT_LEADER_CHANGE
-
     changes = v.events_named(EVENT_LEADER_CHANGE)
     out: dict[Any, float] = {}
     for a in v.actions:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.run import clients
-from bench.run.load import commit_offsets, high_watermarks, json_lines
+from bench.run.load import commit_offsets, high_watermarks, json_lines, stop_child
 from bench.scenario import Scenario
 
 READY_TIMEOUT_S = 60.0  # every group joined and assigned
@@ -178,11 +178,4 @@ class ConsumerProcess:
         return None
 
     def stop(self) -> None:
-        p = self.proc
-        if not self._signal(signal.SIGTERM):
-            return
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
+        stop_child(self.proc)

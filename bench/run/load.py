@@ -239,6 +239,25 @@ def json_lines(stream, copy_to) -> Iterator[dict[str, Any]]:
                 yield msg
 
 
+def stop_child(proc, grace_s: float = 15.0) -> None:
+    """Stop a process the runner started (a load or consumer process) by its PID: SIGTERM (it
+    leaves and writes its history), SIGKILL after ``grace_s``. Safe if it has already exited."""
+    import signal
+    import subprocess
+
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()

@@ -40,7 +40,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -72,7 +71,7 @@ from bench.run import clients, observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.consumers import ConsumerProcess
 from bench.run.external import ExternalCluster
-from bench.run.load import json_lines, prefill, verify
+from bench.run.load import json_lines, prefill, stop_child, verify
 from bench.run.network import rate_bits
 from bench.run.progress import Progress
 from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
@@ -509,24 +508,10 @@ class Run:
             except Exception:
                 pass
 
-    def _stop_load(self) -> None:
-        p = self.load_proc
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.kill(p.pid, signal.SIGTERM)  # it drains for 2 s and writes its history
-        except ProcessLookupError:
-            return
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-
     def _teardown(self) -> None:
         self.state.phase = "stopping"
         try:
-            self._stop_load()
+            stop_child(self.load_proc)  # it drains for 2 s and writes its history
         except Exception:
             log.exception("stopping the load process")
         if self.consumers is not None:
