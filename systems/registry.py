@@ -6,8 +6,9 @@ from systems.core.profile import SystemProfile
 from systems.external.profile import PROFILE as _EXTERNAL
 from systems.replication.profile import PROFILE as _REPLICATION
 from systems.shared.profile import PROFILE as _SHARED
+from systems.tiered.profile import PROFILE as _TIERED
 
-PROFILES: dict[str, SystemProfile] = {p.name: p for p in (_REPLICATION, _SHARED, _EXTERNAL)}
+PROFILES: dict[str, SystemProfile] = {p.name: p for p in (_REPLICATION, _TIERED, _SHARED, _EXTERNAL)}
 NAMES: tuple[str, ...] = tuple(PROFILES)
 # The systems the harness starts itself (`cluster start --system`, the default suite).
 LAUNCHED: tuple[str, ...] = tuple(n for n, p in PROFILES.items() if p.launched)

@@ -24,8 +24,7 @@ from confluent_kafka.admin import NewTopic as CNewTopic
 from kafka import TopicPartition as KTP
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
-from kafka.protocol.admin import (DescribeLogDirsRequest, DescribeLogDirsResponse, IncrementalAlterConfigsRequest,
-                                  IncrementalAlterConfigsResponse)
+from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 from bench.run.cluster import Cluster
 from systems.core import errors
@@ -36,6 +35,7 @@ from systems.registry import profile
 from tests.clients import (
     admin,
     consume_all,
+    incremental_alter,
     create_topics,
     idempotent_producer,
     produce_all,
@@ -85,18 +85,6 @@ def _leader(c: Cluster, topic: str, part: int) -> dict:
     return {"leader_id": p.leader, "isr_nodes": list(p.isrs), "replica_nodes": list(p.replicas)}
 
 
-def _incremental(c: Cluster, rtype: int, name: str, configs: dict) -> None:
-    """IncrementalAlterConfigs (None deletes) through a raw connection: exact control of the resource name."""
-    b = c.brokers[1]
-    R = IncrementalAlterConfigsRequest
-    req = R[1](validate_only=False, resources=[R.AlterConfigsResource(
-        resource_type=rtype, resource_name=name, configs=[
-            R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v)
-            for k, v in configs.items()])])
-    resp = RawConn(b.host, b.port).request(req, IncrementalAlterConfigsResponse)
-    assert [r.error_code for r in resp.responses] == [0]
-
-
 # -- DescribeLogDirs ------------------------------------------------------------------------
 def test_describe_log_dirs_replication(repl):
     create_topics(repl.bootstrap, [NewTopic("ld", 1, 3)])
@@ -134,7 +122,7 @@ def test_describe_log_dirs_follower_lag(repl):
                                             topic_configs={"follower.replication.throttled.replicas": "*",
                                                            "min.insync.replicas": "1"})])
     _produce(repl, "lag", [0], n=3000, size=1000)
-    _incremental(repl, 4, "2", {"follower.replication.throttled.rate": "300000"})
+    incremental_alter(repl, 4, "2", {"follower.replication.throttled.rate": "300000"})
     a = admin(repl.bootstrap)
     try:
         a.alter_partition_reassignments({KTP("lag", 0): [1, 2]})
@@ -148,7 +136,7 @@ def test_describe_log_dirs_follower_lag(repl):
         new, leader = wait_for(behind, 10, "the new replica copying, behind the leader")
         assert leader["offset_lag"] == 0 and new["offset_lag"] <= 3000
     finally:
-        _incremental(repl, 4, "2", {"follower.replication.throttled.rate": None})
+        incremental_alter(repl, 4, "2", {"follower.replication.throttled.rate": None})
         wait_for(lambda: not a.list_partition_reassignments(), 30, "the move to finish")
         a.close()
 
@@ -233,8 +221,8 @@ def test_describe_configs_broker_sources(repl):
     assert set(_kp_configs(repl, ConfigResourceType.BROKER, "2", keys=["min.insync.replicas", "nosuch"])) == \
         {"min.insync.replicas"}
     # dynamic values (IncrementalAlterConfigs): per broker and cluster-wide default
-    _incremental(repl, 4, "1", {"leader.replication.throttled.rate": "1000000"})
-    _incremental(repl, 4, "", {"num.partitions": "2"})
+    incremental_alter(repl, 4, "1", {"leader.replication.throttled.rate": "1000000"})
+    incremental_alter(repl, 4, "", {"num.partitions": "2"})
     try:
         cfg = _kp_configs(repl, ConfigResourceType.BROKER, "1")
         assert cfg["leader.replication.throttled.rate"]["value"] == "1000000"
@@ -261,8 +249,8 @@ def test_describe_configs_broker_sources(repl):
         assert entries["leader.replication.throttled.rate"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
         assert entries["replica.lag.time.max.ms"].is_default
     finally:
-        _incremental(repl, 4, "1", {"leader.replication.throttled.rate": None})
-        _incremental(repl, 4, "", {"num.partitions": None})
+        incremental_alter(repl, 4, "1", {"leader.replication.throttled.rate": None})
+        incremental_alter(repl, 4, "", {"num.partitions": None})
     assert _kp_configs(repl, ConfigResourceType.BROKER, "1")["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
 
 

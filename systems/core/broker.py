@@ -44,6 +44,7 @@ from .server import KafkaServer
 
 log = logging.getLogger("broker")
 LATEST, EARLIEST = -1, -2
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # ListOffsets v8 / v9 (tiered storage)
 # DescribeConfigs config_source values (Kafka's DescribeConfigsResponse.ConfigSource)
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
@@ -484,6 +485,9 @@ class Broker:
                         off = part.hw
                     elif p.timestamp == EARLIEST:
                         off = part.log_start_offset
+                    elif p.timestamp in (EARLIEST_LOCAL, LATEST_TIERED):
+                        # KIP-405 (v8) / KIP-1023 (v9): where a new replica starts copying.
+                        off, err = part.tier_offset(p.timestamp == LATEST_TIERED, replica=req.replica_id)
                     elif p.timestamp >= 0:
                         off, ts = part.offset_for_timestamp(p.timestamp)
                     else:

@@ -53,6 +53,9 @@ TOPIC_CONFIGS = {
     "segment.bytes", "cleanup.policy", "max.message.bytes", "message.timestamp.type",
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
     "compression.type",
+    # Tiered storage (KIP-405): known to every Kafka; remote.storage.enable=true is refused unless
+    # the cluster runs with remote.log.storage.system.enable (the tiered system).
+    "remote.storage.enable", "local.retention.bytes", "local.retention.ms",
 }
 
 # A topic config without a value of its own takes its broker synonym's value (Kafka's synonyms),
@@ -71,6 +74,9 @@ TOPIC_DEFAULTS: dict[str, str] = {
     "compression.type": "producer",
     "leader.replication.throttled.replicas": "",
     "follower.replication.throttled.replicas": "",
+    "remote.storage.enable": "false",
+    "local.retention.bytes": "-2",  # -2: the same as retention.bytes
+    "local.retention.ms": "-2",
 }
 
 _NUMERIC_SUFFIXES = (".ms", ".bytes", ".rate", ".count", ".per.s", ".concurrency", ".inflight",

@@ -18,7 +18,7 @@ import time
 import uuid
 
 from . import errors
-from .config import TOPIC_CONFIGS, ConfigError, as_bool, resolve
+from .config import TOPIC_CONFIGS, TOPIC_DEFAULTS, ConfigError, as_bool, resolve
 from .events import EventLog
 from .metadata import MetadataImage, PartitionInfo
 from .metalog import MetadataLog
@@ -313,6 +313,31 @@ class Controller:
         for k in (t.get("configs") or {}):
             if k not in TOPIC_CONFIGS:
                 return errors.INVALID_CONFIG, f"Unknown topic config name: {k}"
+        return self.check_topic_configs(name, t.get("configs") or {})
+
+    def check_topic_configs(self, topic: str, configs: dict) -> tuple[int, str] | None:
+        """Values Kafka refuses (its messages): tiered storage on a cluster without it, a local
+        retention above the total one, numbers that are not numbers."""
+        for k in ("retention.bytes", "retention.ms", "local.retention.bytes", "local.retention.ms", "segment.bytes"):
+            v = configs.get(k)
+            if v is not None:
+                try:
+                    int(v)
+                except (TypeError, ValueError):
+                    return errors.INVALID_CONFIG, f"Invalid value {v} for configuration {k}: Not a number of type LONG"
+        if as_bool(str(configs.get("remote.storage.enable", "false"))) and \
+                not as_bool(self.config.get("remote.log.storage.system.enable", False)):
+            return errors.INVALID_CONFIG, (f"Tiered Storage functionality is disabled in the broker. Topic {topic} "
+                                           "cannot be configured with remote log storage.")
+        for kind in ("bytes", "ms"):
+            local = int(configs.get(f"local.retention.{kind}", -2))
+            total = int(configs.get(f"retention.{kind}", TOPIC_DEFAULTS[f"retention.{kind}"]))
+            if local == -2:
+                continue  # the same as retention.*
+            if local < -2 or total != -1 and (local == -1 or local > total):
+                return errors.INVALID_CONFIG, (f"Invalid value {local} for configuration local.retention.{kind}: "
+                                               f"it must be -2, or at most retention.{kind} ({total}; -1 only if "
+                                               f"retention.{kind} is -1 too)")
         return None
 
     def plan_assignment(self, t: dict) -> tuple[list[list[int]] | None, tuple[int, str] | None]:
@@ -577,6 +602,13 @@ class Controller:
                     results.append({"resource": res, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                                     "error_message": f"Topic {res} does not exist"})
                     continue
+                if not res.startswith("broker:") and c.get("value") is not None:
+                    ti = self.image.topics[res]
+                    err = self.check_topic_configs(res, {**ti.configs, **self.image.configs.get(res, {}),
+                                                         c["key"]: c["value"]})
+                    if err is not None:
+                        results.append({"resource": res, "error_code": err[0], "error_message": err[1]})
+                        continue
                 recs.append({"type": "config", "resource": res, "key": c["key"], "value": c.get("value")})
                 results.append({"resource": res, "error_code": 0})
             self.commit(recs)

@@ -40,6 +40,8 @@ ELECTION_NOT_NEEDED = _e.ElectionNotNeededError.errno
 ELIGIBLE_LEADERS_NOT_AVAILABLE = _e.EligibleLeadersNotAvailableError.errno
 PREFERRED_LEADER_NOT_AVAILABLE = _e.PreferredLeaderNotAvailableError.errno
 INVALID_TXN_STATE = _e.InvalidTxnStateError.errno
+OFFSET_NOT_AVAILABLE = _e.OffsetNotAvailableError.errno
+OFFSET_MOVED_TO_TIERED_STORAGE = _e.OffsetMovedToTieredStorageError.errno
 
 
 class KafkaError(Exception):

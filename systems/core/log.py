@@ -364,6 +364,35 @@ class LocalLog:
         self._recent = []
         self.log_start_offset = offset
 
+    def bytes_from(self, offset: int) -> int:
+        """Bytes of the log from the batch holding `offset` to its end."""
+        total = 0
+        for s in reversed(self.segments):
+            if s.next_offset <= offset:
+                break
+            if s.base >= offset:
+                total += s.size
+                continue
+            self._touch(s)
+            i = s.find(offset)
+            total += s.size - (s.positions[i] if i < s.count else s.size)
+            break
+        return total
+
+    def delete_oldest_segment(self) -> int:
+        """Drop the oldest segment, never the active one (tiered storage's local retention, once
+        it is in object storage); the log then starts at the next segment. Returns its bytes."""
+        if len(self.segments) < 2:
+            return 0
+        seg = self.segments.pop(0)
+        self._seg_bases.pop(0)
+        if seg in self._recent:
+            self._recent.remove(seg)
+        size = seg.size
+        seg.delete_files()
+        self.log_start_offset = self.segments[0].base
+        return size
+
     def flush(self) -> None:
         for s in self.segments:
             s.flush_index()

@@ -165,6 +165,11 @@ class Partition:
     def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         return self.store.read(offset, max_bytes, self.hw if upto is None else upto)
 
+    def tier_offset(self, latest_tiered: bool, replica: int = -1) -> tuple[int, int]:
+        """ListOffsets' tiered-storage answers for a partition without tiered storage (Kafka's):
+        the earliest local offset is the log start; nothing is tiered (-1)."""
+        return (-1 if latest_tiered else self.log_start_offset), errors.NONE
+
     def offset_for_timestamp(self, ts: int) -> tuple[int, int]:
         found = self.store.offset_for_timestamp(ts)
         if found is None or found[0] >= self.hw:

@@ -166,6 +166,10 @@ class ReplicaPartition(Partition):
         # A new leader epoch: the log is checked against the leader (OffsetForLeaderEpoch) by
         # the fetcher before the next fetch of this partition (KIP-101).
         self.pending_truncation = False
+        # The leader answered OFFSET_MOVED_TO_TIERED_STORAGE (tiered storage only): the backend
+        # rebuilds this replica from object storage first; leader_log_start is the leader's.
+        self.pending_rebuild = False
+        self.leader_log_start = -1
 
     # -- leader epoch cache (Kafka's leader-epoch-checkpoint) ---------------------
     def _load_epochs(self) -> None:
@@ -197,7 +201,7 @@ class ReplicaPartition(Partition):
     def truncate_to(self, offset: int) -> None:
         """Drop the log from `offset` (whole batches), with the producer state and epoch cache;
         the high watermark follows if it was above the new end."""
-        self.store.truncate_to(max(offset, self.log_start_offset))
+        self.store.truncate_to(max(offset, self.store.log_start_offset))
         leo = self.log_end_offset
         self.producers.truncate(leo)
         self.epochs.truncate_from_end(leo)
@@ -291,7 +295,7 @@ class ReplicaPartition(Partition):
             # A new leader epoch: not truncating to the HW here, which lags the leader's and would
             # drop acked records (lost for good if this replica is elected next). The fetcher
             # asks the leader where this log diverges from its own first (KIP-101).
-            self.pending_truncation = self.log_end_offset > self.log_start_offset
+            self.pending_truncation = self.log_end_offset > self.store.log_start_offset
             self._follow_epoch = self.info.leader_epoch
         self.backend.follow(self, leader)
 
@@ -333,6 +337,12 @@ class ReplicaPartition(Partition):
     def min_isr(self) -> int:
         return int(self.backend.broker.image.topic_config(self.topic, "min.insync.replicas",
                                                           self.backend.broker.setting("min.insync.replicas")))
+
+    def replica_fetch_error(self, fetch_offset: int) -> int:
+        """Why a follower may not fetch from `fetch_offset` here (NONE if it may)."""
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            return errors.OFFSET_OUT_OF_RANGE
+        return errors.NONE
 
     def check_min_isr(self) -> int:
         if len(self.info.isr) < self.min_isr():
@@ -433,6 +443,9 @@ class Fetcher:
                     except (ConnectionClosed, asyncio.TimeoutError, OSError):
                         await asyncio.sleep(0.2)
                         continue
+                rebuild = [p for p in self.partitions.values() if p.pending_rebuild and not p.closed]
+                if rebuild and not await self.backend.rebuild_from_remote(self, rebuild):
+                    await asyncio.sleep(0.2)
                 req, sent = self._request()
                 if not sent:
                     await asyncio.sleep(self.backend.follower_quota.delay() or 0.05)
@@ -456,18 +469,26 @@ class Fetcher:
         quota = self.backend.follower_quota
         topics: dict[str, list] = {}
         sent = {}
+        held_back = False  # a throttled partition left out of this fetch until the quota allows
         for key, p in list(self.partitions.items()):
-            if p.closed or p.pending_truncation:
+            if p.closed or p.pending_truncation or p.pending_rebuild:
                 continue
             if self.backend.follower_throttled(p) and quota.exceeded():
+                held_back = True
                 continue
             topics.setdefault(p.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
                 partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
                 last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
                 partition_max_bytes=int(cfg["replica.fetch.max.bytes"])))
             sent[key] = (p, p.leader_epoch)
+        wait_ms = int(cfg["replica.fetch.wait.max.ms"])
+        if held_back:
+            # The others' long poll must not keep the held-back partition waiting past the quota's
+            # delay: otherwise a throttled catch-up runs at a fraction of its rate (fetch cycles of
+            # replica.fetch.wait.max.ms) and may never reach a high watermark that keeps moving.
+            wait_ms = min(wait_ms, int(quota.delay() * 1000) + 1)
         req = FetchRequest[FETCH_VERSION](
-            replica_id=self.backend.broker.id, max_wait_ms=int(cfg["replica.fetch.wait.max.ms"]), min_bytes=1,
+            replica_id=self.backend.broker.id, max_wait_ms=wait_ms, min_bytes=1,
             max_bytes=int(cfg["replica.fetch.response.max.bytes"]), isolation_level=0, session_id=0,
             session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
@@ -480,7 +501,7 @@ class Fetcher:
                 p, epoch = sent.get((t.topic, pr.partition_index), (None, None))
                 if p is None or p.closed or self.partitions.get(p.key) is not p:
                     continue
-                if p.pending_truncation or p.leader_epoch != epoch:
+                if p.pending_truncation or p.pending_rebuild or p.leader_epoch != epoch:
                     continue  # a new leader epoch since the request: its log is checked first
                 err = pr.error_code
                 if err == errors.NONE:
@@ -493,6 +514,11 @@ class Fetcher:
                             p.bytes_in += n
                     p.leader_hw = pr.high_watermark
                     p.advance_hw(min(pr.high_watermark, p.log_end_offset))
+                elif err == errors.OFFSET_MOVED_TO_TIERED_STORAGE:
+                    # KIP-405: the leader has these offsets only in object storage; the backend
+                    # rebuilds this replica's state from there before it fetches again.
+                    p.pending_rebuild = True
+                    p.leader_log_start = pr.log_start_offset
                 elif err == errors.OFFSET_OUT_OF_RANGE:
                     if p.log_end_offset < pr.log_start_offset:
                         p.reset_to(pr.log_start_offset)
@@ -611,8 +637,12 @@ class ReplicationBackend(Backend):
         if not os.path.exists(meta):
             with open(meta, "w") as f:
                 json.dump({"topic_id": info.topic_id}, f)
-        store = LocalLog(d, segment_bytes=int(self.broker.config["log.segment.bytes"]))
-        return ReplicaPartition(self, info, store)
+        return self.partition_class(self, info, LocalLog(d, segment_bytes=self.segment_bytes(info.topic)))
+
+    partition_class = ReplicaPartition
+
+    def segment_bytes(self, topic: str) -> int:
+        return int(self.broker.image.topic_config(topic, "segment.bytes", self.broker.config["log.segment.bytes"]))
 
     def remove_partition(self, part: ReplicaPartition, deleted: bool) -> None:
         self.unfollow(part)
@@ -637,6 +667,14 @@ class ReplicationBackend(Backend):
 
     def on_metadata(self, changed) -> None:
         self._refresh_quotas()
+
+    async def rebuild_from_remote(self, fetcher: "Fetcher", parts: list[ReplicaPartition]) -> bool:
+        """Offsets the leader has only in object storage: nothing to rebuild from without tiered
+        storage, so start at the leader's log start (as after OFFSET_OUT_OF_RANGE)."""
+        for p in parts:
+            p.reset_to(max(p.leader_log_start, 0))
+            p.pending_rebuild = False
+        return True
 
     # -- throttles ----------------------------------------------------------------
     def _rate(self, key: str):
@@ -703,9 +741,8 @@ class ReplicationBackend(Backend):
                         err = errors.NOT_LEADER_OR_FOLLOWER
                 if err == errors.NONE:
                     log_start = p.log_start_offset
-                    if fp.fetch_offset < log_start or fp.fetch_offset > p.log_end_offset:
-                        err = errors.OFFSET_OUT_OF_RANGE
-                    else:
+                    err = p.replica_fetch_error(fp.fetch_offset)
+                    if err == errors.NONE:
                         if update:
                             p.follower_fetched(replica, fp.fetch_offset, now)
                         throttled = self.leader_throttled(p, replica)
@@ -801,7 +838,9 @@ class ReplicationBackend(Backend):
                                  "log_end_offset": p.log_end_offset, "high_watermark": p.hw,
                                  "leader": p.info.leader, "isr": p.info.isr, "replicas": p.info.replicas,
                                  "adding": p.info.adding, "removing": p.info.removing,
-                                 "reassign_bytes_in": p.bytes_in, "reassign_bytes_out": p.bytes_out}
+                                 "reassign_bytes_in": p.bytes_in, "reassign_bytes_out": p.bytes_out,
+                                 "pending_isr": p.pending_isr,
+                                 "follower_offsets": {str(r): st.leo for r, st in p.followers.items()}}
         return {"ts": time.time(), "broker": self.broker.id,
                 "reassign_bytes_in": sum(p.bytes_in for p in self.broker.partitions.values()),
                 "reassign_bytes_out": sum(p.bytes_out for p in self.broker.partitions.values()),
