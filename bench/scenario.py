@@ -64,6 +64,7 @@ Int = Annotated[int, Field(strict=True)]
 Float = Annotated[float, Field(strict=True)]
 Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(strict=True)]
 BrokerId = Annotated[int, Field(strict=True, ge=1)]
+MIN_SEGMENT_BYTES = 1 << 20  # Kafka 4.0's floor for segment.bytes (KIP-1030)
 
 
 def _as_config_str(value: Any) -> Any:
@@ -164,6 +165,14 @@ class System(_Model):
     # Shared system only; None = the system's own default (systems/shared/settings.py).
     wal_batch_interval_ms: Optional[Annotated[Float, Field(gt=0)]] = None
     wal_upload_threshold_bytes: Optional[Annotated[Bytes, Field(gt=0)]] = None
+    # Tiered system only (its profile's topic_configs); None = the profile's default. Kafka's
+    # topic configs segment.bytes and local.retention.bytes: closed segments go to object storage,
+    # the leader keeps local.retention.bytes locally, a new replica copies only the local tail.
+    segment_bytes: Optional[Annotated[Bytes, Field(ge=MIN_SEGMENT_BYTES)]] = None
+    local_retention_bytes: Optional[Annotated[Bytes, Field(gt=0)]] = None
+    # KIP-1023 (true: a new replica starts after the last tiered offset) or KIP-405 (false: at the
+    # leader's local log start); None = the system's default.
+    follower_fetch_last_tiered_offset: Optional[Annotated[bool, Field(strict=True)]] = None
     extra: dict[str, ConfigValue] = Field(default_factory=dict)  # raw broker configs
     # Settings passed unchanged to every Kafka client the harness creates (librdkafka / Java names:
     # security.protocol, sasl.mechanism, ssl.ca.location, client.id, linger.ms, ...); a value may
@@ -233,6 +242,12 @@ class System(_Model):
                 raise _err("extra", str(e)) from None
         elif self.bootstrap is None:
             raise _err("bootstrap", f"required for system kind {self.kind!r} (host:port[,host:port...])")
+        if self.local_retention_bytes is not None and self.local_retention_bytes < (self.segment_bytes or 0):
+            # Kafka accepts it, but then the leader keeps only its active segment: say so rather
+            # than measure a configuration nobody meant.
+            raise _err("local_retention_bytes", f"{self.local_retention_bytes} is below system.segment_bytes "
+                                                f"({self.segment_bytes}): the leader would keep less than one "
+                                                f"closed segment locally; give at least one segment")
         if prof.settings is not None:
             for f, default in _SYSTEM_SETTINGS.items():
                 if f not in prof.settings and getattr(self, f) != default:
@@ -247,8 +262,13 @@ _UNLAUNCHED_FIELDS = ("bootstrap", "commands", "topic_prefix", "existing_topics"
 _SYSTEM_SETTINGS: dict[str, Any] = {
     "replication_throttle_bytes_per_s": None, "replication_throttle_of_link": None,
     "objstore_bandwidth_bytes_per_s": None, "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None,
+    "segment_bytes": None, "local_retention_bytes": None, "follower_fetch_last_tiered_offset": None,
     "extra": {},
 }
+# The systems' own settings (each read by one system's profile, ignored by the others): a run's
+# params carry their values so configurations that differ in them are never pooled.
+OWN_SETTINGS = ("wal_batch_interval_ms", "wal_upload_threshold_bytes", "segment_bytes", "local_retention_bytes",
+                "follower_fetch_last_tiered_offset")
 
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -546,7 +566,7 @@ class Checks(_Model):
 class NetworkSection(_Model):
     """Emulated links (bench/run/network.py): with a link rate every node runs in its own
     network namespace on a link shaped to that rate; the other two default to it. The object
-    store's link exists only for a system that has one (one scenario serves both systems)."""
+    store's link exists only for a system that has one (one scenario serves every system)."""
     link_rate: Optional[TcRate] = None
     object_store_link_rate: Optional[TcRate] = None
     client_link_rate: Optional[TcRate] = None

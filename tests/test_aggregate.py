@@ -59,6 +59,12 @@ def results(tmp_path_factory):
         seed += 1
         write_run(base / f"shared-{size}", SynthRun(system="shared", prefill_bytes=size, rate_msgs_per_s=80,
                                                     tail_bytes=tail, duration_s=14, move_at_s=5, seed=seed))
+    # Tiered: the leader names a 3 MiB local tail of a 16 MiB partition, copied at two throttles.
+    for size, throttle in ((16 * MiB, 4 * MiB), (16 * MiB, 16 * MiB)):
+        seed += 1
+        write_run(base / f"tiered-{throttle}", SynthRun(system="tiered", prefill_bytes=size, throttle_bytes_per_s=throttle,
+                                                    local_tail_bytes=3 * MiB, rate_msgs_per_s=80, duration_s=14,
+                                                    move_at_s=5, seed=seed))
     return root
 
 
@@ -70,7 +76,7 @@ def agg(spark, results, tmp_path_factory):
 
 def test_discovers_runs_and_writes_every_table(agg, results):
     runs, warnings = discover_runs([results])
-    assert len(runs) == 9 and not warnings
+    assert len(runs) == 11 and not warnings
     assert all(r.run_key.startswith("synthetic-sweep/20300101T000000Z/") for r in runs)
     for name, cols in TABLES.items():
         t = pq.read_table(agg.out_dir / f"{name}.parquet")
@@ -78,7 +84,7 @@ def test_discovers_runs_and_writes_every_table(agg, results):
         assert (agg.out_dir / f"{name}.csv").read_text().splitlines()[0] == ",".join(c for c, _ in cols)
     assert (agg.out_dir / "summary.md").read_text().startswith("# Aggregate of reassignment runs")
     assert json.loads((agg.out_dir / "model.json").read_text())["projection"]
-    assert len(agg.tables["runs"]) == 9 and all(r["synthetic"] for r in agg.tables["runs"])
+    assert len(agg.tables["runs"]) == 11 and all(r["synthetic"] for r in agg.tables["runs"])
 
 
 def _checked(run_dir):
@@ -138,9 +144,27 @@ def test_models_and_held_out_check(agg):
     assert model["grid"]["points"] >= 100_000
     proj = {(p["system"], p["link_gbit_s"], p["size_label"]): p for p in agg.tables["projection"]}
     assert proj[("replication", 1.0, "8.2 TB")]["move_time"] == "not validated"
-    assert len(agg.tables["configs"]) == 9
+    assert len(agg.tables["configs"]) == 11
     tl = [x for x in agg.tables["timeline"] if x["run_key"].endswith("shared-1048576")]
     assert sum(x["sent"] for x in tl) == next(r["sends"] for r in agg.tables["runs"] if r["run_key"].endswith("shared-1048576"))
+
+
+def test_tiered_moves_carry_the_bytes_their_leader_named(agg):
+    """A tiered move's copy_bytes_at_request is the leader's copy_start (the local tail, not the
+    partition); the tiered model is the copy physics over those bytes; the bytes table shows them."""
+    moves = {m["run_key"].rsplit("/", 1)[1]: m for m in agg.tables["moves"]}
+    for throttle in (4 * MiB, 16 * MiB):
+        m = moves[f"tiered-{throttle}"]
+        assert m["copy_bytes_at_request"] == 3 * MiB and m["partition_bytes"] > 16 * MiB
+        assert m["bytes_moved_inter_broker"] == 3 * MiB and m["bytes_moved_objstore"] == 64 * 1024
+    assert all(m["copy_bytes_at_request"] is None for k, m in moves.items() if not k.startswith("tiered"))
+    fit = {m["system"]: m for m in agg.tables["model_fit"]}
+    assert fit["tiered"]["family"] == "tiered_copy" and fit["tiered"]["efficiency"] == pytest.approx(0.9, rel=0.05)
+    assert " + L / (" in fit["tiered"]["formula"] and fit["tiered"]["fixed_s"] == pytest.approx(0.6, abs=0.1)
+    md = (agg.out_dir / "summary.md").read_text()
+    section = md.split("## Bytes moved per configuration", 1)[1].split("\n## ", 1)[0]
+    row = next(r for r in section.splitlines() if "tiered: prefill 16 MiB, throttle 4 MiB/s" in r)
+    assert "| 16.8 MiB | 3 MiB |" in row
 
 
 def test_no_runs_is_a_clear_error(spark, tmp_path):
@@ -337,7 +361,7 @@ def test_repetitions_provenance_phases_and_bytes_split(spark, repeated, tmp_path
     md = (agg.out_dir / "summary.md").read_text()
     assert "- Git commit: abc123def456 (dirty)." in md and "- Links emulated (per-node NICs in network namespaces): yes." in md
     assert "| shared | hand-rep (1 configuration) | 3 | 1 | n/a | acks=all | after the WAL object's PUT | none | " \
-           "100mbit / 1gbit / 1gbit | 200 ms | 512 MiB |" in md
+           "100mbit / 1gbit / 1gbit | wal batch interval 200 ms, wal upload threshold 512 MiB |" in md
     row = next(x for x in md.split("## Results per configuration", 1)[1].splitlines() if x.startswith("| hand-rep"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == ["3", f"{fmt_num(secs[1])} ({fmt_num(secs[0])}–{fmt_num(secs[2])})"]

@@ -483,3 +483,42 @@ def test_an_unknown_safety_check_counts_nothing():
     assert result["reordering"]["reordered_count"] is None and result["unexpected"]["unexpected_count"] is None
     assert [verdict(v) for v in (True, False, "unknown", None)] == ["pass", "fail", "unknown", "unknown"]
     assert verdict_counts(["pass", "unknown", "pass", "fail"]) == "2 pass, 1 fail, 1 unknown"
+
+
+def test_copy_start_is_the_first_answer_to_an_added_replica():
+    """bench.check.moves.copy_start: the bytes the leader told the move's new replica to copy."""
+    from bench.check.moves import copy_start
+    from bench.check.view import HistoryView
+
+    def start(ts, replica, b, aid=0, part=0):
+        return event_row("copy_start", T0 + ts, {"topic": "t", "partition": part, "replica": replica,
+                                                 "offset": 10, "bytes_to_copy": b, "action_id": aid})
+
+    rows = move_rows() + [start(10.1, 3, 999, aid=1), start(10.2, 1, 111), start(10.3, 2, 4096),
+                          start(12.0, 2, 8192), start(10.4, 2, 555, part=1)]
+    v = HistoryView(to_table(rows))
+    assert copy_start(v, 0, ("t", 0), {2}) == {"ts": T0 + 10.3, "replica": 2, "offset": 10, "bytes_to_copy": 4096}
+    assert copy_start(v, 0, ("t", 0))["bytes_to_copy"] == 111  # any replica when the added ones are unknown
+    assert copy_start(HistoryView(to_table(move_rows())), 0, ("t", 0), {2}) is None  # copied from the log's start
+
+
+def test_lost_prefill_counts_prefill_records_read_back():
+    from bench.check import check_lost_prefill
+
+    def prefill(part, n):
+        return event_row("prefill", T0, {"topic": "t", "partition": part, "bytes": n * 100, "messages": n},
+                         topic="t", partition=part)
+
+    def verify(part, read, complete=True):
+        return event_row("verify", T0 + 30, {"topic": "t", "partition": part, "prefill_read": read,
+                                             "complete": complete, "read": read}, topic="t", partition=part)
+
+    base = clean_rows()
+    assert check_lost_prefill(to_table(base))["valid"] is True  # no prefill: nothing to check
+    ok = check_lost_prefill(to_table(base + [prefill(0, 50), prefill(1, 50), verify(0, 50), verify(1, 52)]))
+    assert ok["valid"] is True and ok["lost_prefill_count"] == 0 and ok["prefill_messages"] == 100
+    lost = check_lost_prefill(to_table(base + [prefill(0, 50), prefill(1, 50), verify(0, 47), verify(1, 50)]))
+    assert lost["valid"] is False and lost["lost_prefill_count"] == 3 and lost["lost_by_partition"] == {"t-0": 3}
+    unread = check_lost_prefill(to_table(base + [prefill(0, 50), verify(0, 10, complete=False)]))
+    assert unread["valid"] == "unknown" and unread["lost_prefill_count"] is None and "t-0" in unread["reason"]
+    assert check_all(to_table(base + [prefill(0, 50), verify(0, 47)]))["failed"] == ["lost_prefill"]

@@ -55,3 +55,28 @@ def test_records_about_internal_topics_stay_out_of_the_checkers_sight():
     [row] = translate({"ts": 102.0, "event": "group_rebalanced", "source": 2, "group": "g", "generation": 3},
                       profile("shared").journal)
     assert row["event"] == "group_rebalanced"  # the coordinator's own events are kept as they are
+
+
+def test_a_leaders_tiered_start_becomes_the_moves_copy_start():
+    """The tiered leader's answer to a new replica (a record with bytes_to_copy) is the history's
+    copy_start, attributed to the move that moves the partition; its own name is kept."""
+    w = MoveWindows()
+    w.add(2, [("hot", 0)], 100.0)
+    rec = {"ts": 100.4, "event": "tiered_copy_from", "source": 1, "topic": "hot", "partition": 0, "replica": 4,
+           "offset": 2048, "bytes_to_copy": 3_145_728, "local_bytes": 8_388_608, "tiered_bytes": 60_000_000,
+           "partition_bytes": 68_000_000}
+    [row] = translate(rec, profile("tiered").journal, w)
+    assert row["event"] == "copy_start" and (row["topic"], row["partition"]) == ("hot", 0)
+    d = row["detail"]
+    assert d["journal_event"] == "tiered_copy_from" and d["action_id"] == 2 and d["bytes_to_copy"] == 3_145_728
+    # a record without a numeric bytes_to_copy is kept as it is
+    [row] = translate({**rec, "bytes_to_copy": None}, profile("tiered").journal, w)
+    assert row["event"] == "tiered_copy_from"
+    # the replica's rebuild from object storage is a move phase with object-store bytes
+    rows = translate({"ts": 100.6, "event": "tiered_replica_built", "source": 4, "topic": "hot", "partition": 0,
+                      "from_offset": 2048, "start": "last_tiered_offset", "aux_state_ms": 40.0,
+                      "aux_state_bytes": 5000, "log_start_offset": 0}, profile("tiered").journal, w)
+    phases = [r["detail"] for r in rows if r["event"] == "move_phase"]
+    counters = [r["detail"] for r in rows if r["event"] == "counter"]
+    assert [(p["phase"], p["bytes"]) for p in phases] == [("tier.aux_state", 5000)]
+    assert [(c["name"], c["value"]) for c in counters] == [("bytes_moved_objstore", 5000)]

@@ -32,6 +32,17 @@ def copy_pt(size, throttle=6.25e6, rate=200, c=0.8, e=0.85, noise=0.0, rng=None,
                      r, params=params(size, throttle, rate))
 
 
+def tiered_pt(size, tail, throttle=6.25e6, rate=200, c=1.2, e=0.8, key=None, named=True, **extra):
+    """A tiered move: the leader names ``tail`` bytes to copy (``named`` False: it never answered,
+    the whole log was local, and the partition is what was copied)."""
+    r = rate * 4096.0
+    B = size + r * 3.0
+    L = min(B, tail) if named else B
+    t = c + L / (e * throttle - r)
+    return MovePoint("tiered", key or f"t-{size}-{throttle}-{rate}", t, B, throttle, r,
+                     params=params(size, throttle, rate, **extra), copy_bytes=L if named else None)
+
+
 def shared_pt(size, tail, objects=4, c=0.9, u=0.9, per_obj=0.002, cap=12.5e6, key=None, **extra):
     t = c + tail / (u * cap) + per_obj * objects
     return MovePoint("shared", key or f"s-{size}-{tail}-{objects}", t, size, cap, 0.8e6, tail, objects,
@@ -159,10 +170,10 @@ def test_a_family_without_a_model_is_refused(monkeypatch):
 
     from systems import registry
 
-    monkeypatch.setitem(registry.PROFILES, "tiered", replace(registry.PROFILES["replication"], name="tiered",
-                                                              move_model="tiered"))
-    with pytest.raises(ValueError, match="no move-time model for the 'tiered' family"):
-        fit_model([MovePoint("tiered", "t", 1.0, 1e6, 1e6)], "tiered")
+    monkeypatch.setitem(registry.PROFILES, "teleport", replace(registry.PROFILES["replication"], name="teleport",
+                                                                move_model="teleport"))
+    with pytest.raises(ValueError, match="no move-time model for the 'teleport' family"):
+        fit_model([MovePoint("teleport", "t", 1.0, 1e6, 1e6)], "teleport")
 
 
 def test_the_client_ack_lag_is_its_median_in_the_fixed_cost():
@@ -180,3 +191,33 @@ def test_the_client_ack_lag_is_its_median_in_the_fixed_cost():
     assert m.efficiency == pytest.approx(0.85, rel=1e-4)  # the bytes' share is exact despite the lag noise
     assert m.fixed_s == pytest.approx(0.8 + statistics.median(lags), rel=1e-4)
     assert "ack lag" in " ".join(m.assumptions)
+
+
+def test_the_tiered_copy_fits_the_copy_physics_over_the_bytes_its_leader_named():
+    """t = c + L / (e*T - r) with L the local tail, not the partition: one fitting code with the copy."""
+    pts = [tiered_pt(s, 12 * MiB, th, rate) for s in (64 * MiB, 1024 * MiB) for th in (2.5e6, 6.25e6)
+           for rate in (50, 200)]
+    m = fit_model(pts, "tiered")
+    assert m.family == mdl.TIERED_COPY_MODEL and mdl.TIERED_COPY_MODEL in mdl.COPY_FAMILIES
+    assert m.fixed_s == pytest.approx(1.2, abs=1e-4) and m.efficiency == pytest.approx(0.8, rel=1e-4)
+    assert m.formula().startswith("t = 1.2 s + L / (0.8 x T - r)")
+    assert "tiered" not in mdl.TARGET_PCT and mdl.TARGET_PCT[mdl.TIERED_COPY_MODEL] == 30.0
+    # a move whose leader never named a start copied its whole log
+    whole = tiered_pt(4 * MiB, 12 * MiB, named=False)
+    assert whole.copy_bytes is None and mdl.copied_bytes(whole) == whole.partition_bytes
+    assert mdl._predict_point(m, whole) == pytest.approx(whole.move_seconds, rel=1e-6)
+
+
+def test_a_tiered_size_check_says_the_copy_does_not_grow_with_the_size():
+    """Sizes 64 MiB .. 1 GiB all copy a ~12 MiB tail: the size check is insufficient and says why;
+    the throttle check identifies the bytes' rate and passes."""
+    pts = [tiered_pt(s, 12 * MiB + k * MiB, key=f"{s}-{k}") for s in (64 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB)
+           for k in range(3)]
+    pts += [tiered_pt(128 * MiB, 12 * MiB, th, key=f"th-{th}-{k}") for th in (2.5e6, 3.75e6, 6.25e6) for k in range(2)]
+    val = validate(pts, "tiered")
+    size = [v for v in val if v["axis"] == "size"]
+    assert size and all(v["status"] == "insufficient" for v in size)
+    assert any("bytes to copy" in v["reason"] and "only the part not in object storage is copied" in v["reason"]
+               for v in size), size
+    thr = [v for v in val if v["axis"] == "throttle"]
+    assert thr and all(v["status"] == "ok" for v in thr) and abs(thr[0]["error_pct"]) < 1e-3

@@ -8,7 +8,7 @@ import pytest
 
 from bench.analysis import model as mdl
 from bench.analysis import projection
-from tests.test_model import MiB, copy_pt, shared_pt
+from tests.test_model import MiB, copy_pt, shared_pt, tiered_pt
 
 
 def _copy(sizes=(1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB)):
@@ -95,3 +95,54 @@ def test_a_shared_open_far_beyond_the_measured_objects_is_not_projected():
     big = projection._partition_case("shared", m, v, 1.0, 8.2e12, "8.2 TB")  # 122,190 objects
     assert small["validated"] and small["move_seconds"] > 0
     assert not big["validated"] and big["move_seconds"] is None and "beyond 10x the 1,000 measured" in big["reason"]
+
+
+def _tiered():
+    pts = [tiered_pt(s, 12 * MiB, key=f"{s}-{k}") for s in (64 * MiB, 512 * MiB) for k in range(2)]
+    pts += [tiered_pt(128 * MiB, 20 * MiB, th, rate, key=f"{th}-{rate}") for th in (2.5e6, 3.75e6, 6.25e6)
+            for rate in (50, 100, 200)]
+    return pts
+
+
+def test_a_tiered_partition_copies_only_what_is_not_tiered():
+    # KIP-1023: the open 1 GiB segment + 30 s of ingest awaiting upload; KIP-405: 1 h of ingest + a segment
+    assert projection.tiered_copy_bytes(8.2e12, 100e6) == pytest.approx(2**30 + 100e6 * 30)
+    assert projection.tiered_copy_bytes(8.2e12, 100e6, last_tiered=False) == pytest.approx(100e6 * 3600 + 2**30)
+    assert projection.tiered_copy_bytes(1e9, 100e6) == 1e9  # a partition smaller than its tail is copied whole
+
+
+def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
+    pts = _tiered()
+    m = mdl.fit_model(pts, "tiered")
+    val = mdl.validate(pts, "tiered")
+    v = projection.validity("tiered", val)
+    assert v.validated and {"throttle", "ingest"} <= set(v.axes), v
+    rows = projection.table_rows({"tiered": m}, {"tiered": v})
+    r10 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 10.0)
+    copied = 2**30 + 100e6 * 30
+    assert r10["move_seconds"] == pytest.approx(1.2 + copied / (0.8 * 1250e6 - 100e6), rel=1e-3)
+    assert r10["bytes_moved"] == pytest.approx(copied + 100e6 * (r10["move_seconds"] - 1.2), rel=1e-6)
+    assert "KIP-1023" in r10["basis"] and "L = min(8.2 TB" in r10["basis"]
+    # without its throttle and ingest checks it is not validated, and says what to run
+    only_size = pts[:4]
+    v2 = projection.validity("tiered", mdl.validate(only_size, "tiered"))
+    assert not v2.validated and "sweep-tiered" in v2.reason
+
+
+def test_a_tiered_cluster_simulates_copies_of_the_local_tails():
+    m = mdl.fit_model(_tiered(), "tiered")
+    cfg = next(c for c in projection.cluster_configs({"tiered": m}) if c["headline"] and c["link_gbit_s"] == 10.0)
+    assert cfg["rf"] == 3 and cfg["throttle_share"] == 0.5 and cfg["upload_threshold_bytes"] is None
+    small = dict(cfg, brokers=10, add=1, partitions=40, total_bytes=40 * 3e11)
+    res = projection.simulate_cluster(small)
+    tail = projection.tiered_copy_bytes(1e11, cfg["ingest_per_partition"])
+    # every move copies at most the tail, never its ~100 GB partition
+    assert res["moves"] > 0 and res["bytes_moved"] <= res["moves"] * (tail + 1e6 * res["rebalance_seconds"])
+
+
+def test_a_system_without_a_model_stays_in_the_headline_saying_why():
+    rows = projection.unmodelled({"tiered": "tiered: 1 measured move(s) with a known cap; need at least 2"})
+    assert {(r["case"], r["link_gbit_s"]) for r in rows} == {(c, g) for c in ("partition", "cluster")
+                                                            for g in projection.HEADLINE_LINKS_GBIT}
+    assert all(r["status"] == "not validated" and r["value_s"] is None and "need at least 2" in r["reason"]
+               and r["system_label"] == "tiered storage (Kafka KIP-405)" for r in rows)

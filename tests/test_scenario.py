@@ -61,9 +61,11 @@ def test_builtin_scenario_loads_and_expands(path):
         assert rid.startswith(sc.name)
         assert run.matrix == {}
         # Kept small enough for a quick run on a laptop; users scale up with --set. sweep-shared is
-        # the measurement of large partitions (up to 4 GiB) for the shared model's checks.
+        # the measurement of large partitions (up to 4 GiB) for the shared model's checks,
+        # tiered-move the 1 GiB partition of tiered storage's move (on 1gbit links).
         assert run.workload.duration_s <= 60
-        assert run.prefill.bytes_per_partition <= (4 * 2**30 if sc.name == "sweep-shared" else 64 * 2**20)
+        large = {"sweep-shared": 4 * 2**30, "tiered-move": 2**30}
+        assert run.prefill.bytes_per_partition <= large.get(sc.name, 64 * 2**20)
 
 
 def test_reassign_one_matrix_run_ids_and_values():
@@ -73,7 +75,7 @@ def test_reassign_one_matrix_run_ids_and_values():
     assert runs[rid].system.kind == "shared"
     assert runs[rid].prefill.bytes_per_partition == 64 * 2**20
     assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.replication_throttle_of_link == 0.5
-    assert len(runs) == 8  # both systems x four sizes: what the models' held-out size check needs
+    assert len(runs) == 12  # three systems x four sizes: what the models' held-out size check needs
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -129,7 +131,7 @@ def test_shared_two_brokers_caught_inside_a_matrix():
         (lambda d: d["actions"][0].update(at_s=30), "actions.0.at_s", "duration_s"),
         (lambda d: d["actions"][0].update(broker=1), "actions.0.broker", "not used by action kind reassign"),
         (lambda d: d["actions"][0].pop("to"), "actions.0.to", "required"),
-        (lambda d: d["system"].update(kind="copy"), "system.kind", "unknown system 'copy' (systems: replication, shared, external)"),
+        (lambda d: d["system"].update(kind="copy"), "system.kind", "unknown system 'copy' (systems: replication, tiered, shared, external)"),
         (lambda d: d["system"].update(brokers=0), "system.brokers", "must be >= 1"),
         (lambda d: d["system"].update(brokers=True), "system.brokers", "integer"),
         (lambda d: d["workload"].update(message_bytes="4k"), "workload.message_bytes", "byte size"),
@@ -358,11 +360,9 @@ def test_default_replication_factor_must_fit_the_brokers():
 def test_repetitions_expand_in_rounds():
     sc = load_scenario(REASSIGN_ONE, ["repetitions=2", "matrix.prefill.bytes_per_partition=[16MiB]"])
     ids = [rid for rid, _ in expand(sc)]
-    assert ids == ["reassign-one__system.kind=replication__prefill.bytes_per_partition=16MiB__rep=1",
-                   "reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB__rep=1",
-                   "reassign-one__system.kind=replication__prefill.bytes_per_partition=16MiB__rep=2",
-                   "reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB__rep=2"]
-    assert split_repetition(ids[3]) == ("reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB", 2)
+    assert ids == [f"reassign-one__system.kind={s}__prefill.bytes_per_partition=16MiB__rep={k}"
+                   for k in (1, 2) for s in ("replication", "tiered", "shared")]
+    assert split_repetition(ids[5]) == ("reassign-one__system.kind=shared__prefill.bytes_per_partition=16MiB", 2)
     assert split_repetition("reassign-one") == ("reassign-one", 1)
     with pytest.raises(ScenarioError, match="matrix key must be a dotted path"):
         load_scenario(REASSIGN_ONE, ["matrix.repetitions=[1,2]"])
@@ -413,3 +413,64 @@ def test_move_concurrency_accepted_on_plan_actions():
     ]
     sc = parse_scenario(data, "x.yaml")
     assert [a.concurrency for a in sc.actions] == [1, 4, 2, None]  # None: the whole plan in one request
+
+
+def test_tiered_settings_become_its_topic_configs():
+    """system.segment_bytes / local_retention_bytes / follower_fetch_last_tiered_offset: the tiered
+    profile turns them into Kafka's topic and broker configs; a throttle given as a share of the
+    link applies to it as to the copy system (the profile says so, not the system's name)."""
+    from bench.check.summary import configuration_of, params_of
+
+    data = minimal(system={"kind": "tiered", "brokers": 3, "segment_bytes": "16MiB", "local_retention_bytes": "128MiB",
+                           "follower_fetch_last_tiered_offset": False, "replication_throttle_of_link": 0.1},
+                   network={"link_rate": "1gbit"})
+    sc = parse_scenario(data, "x.yaml")
+    s = sc.settings()
+    topic = sc.profile.topic_configs(s)
+    assert topic["segment.bytes"] == str(16 * 2**20) and topic["local.retention.bytes"] == str(128 * 2**20)
+    assert topic["remote.storage.enable"] == "true" and topic["leader.replication.throttled.replicas"] == "*"
+    broker = sc.profile.broker_settings(s)
+    assert broker["leader.replication.throttled.rate"] == "12500000"
+    assert broker["follower.replication.throttled.rate"] == "12500000"
+    assert broker["follower.fetch.last.tiered.offset.enable"] == "false"
+    p = params_of(sc)
+    assert (p["segment_bytes"], p["local_retention_bytes"], p["follower_fetch_last_tiered_offset"]) == (
+        16 * 2**20, 128 * 2**20, False)
+    conf = configuration_of(sc)
+    assert conf["system_settings"]["new_replica_starts_at"].endswith("(KIP-405)")
+    # unset: the profile's defaults (4 MiB segments, 8 MiB local), and nothing in params
+    dflt = parse_scenario(minimal(system={"kind": "tiered", "brokers": 3}), "x.yaml")
+    assert dflt.profile.topic_configs(dflt.settings())["segment.bytes"] == str(4 * 2**20)
+    assert "segment_bytes" not in params_of(dflt)
+    # the copy system ignores them (a three-system matrix sets what one system reads)
+    rep = parse_scenario(minimal(system={"kind": "replication", "brokers": 3, "segment_bytes": "16MiB"}), "x.yaml")
+    assert "segment.bytes" not in rep.profile.topic_configs(rep.settings())
+
+
+@pytest.mark.parametrize("system, path, fragment", [
+    ({"segment_bytes": "512KiB"}, "system.segment_bytes", "must be >= 1048576"),
+    ({"local_retention_bytes": 0}, "system.local_retention_bytes", "must be > 0"),
+    ({"segment_bytes": "16MiB", "local_retention_bytes": "8MiB"}, "system.local_retention_bytes",
+     "below system.segment_bytes"),
+    ({"follower_fetch_last_tiered_offset": "yes"}, "system.follower_fetch_last_tiered_offset", "valid boolean"),
+    ({"segment_bytes": "lots"}, "system.segment_bytes", ""),
+])
+def test_tiered_settings_are_validated(system, path, fragment):
+    err = error_of(minimal(system={"kind": "tiered", "brokers": 3, **system}))
+    assert f"x.yaml: {path}: " in str(err) and fragment in str(err), str(err)
+
+
+def test_a_cluster_the_harness_does_not_start_refuses_tiered_settings():
+    err = error_of(minimal(system={"kind": "external", "brokers": 3, "bootstrap": "h:9092", "segment_bytes": "16MiB"}))
+    assert "system.segment_bytes: not a setting of system 'external'" in str(err)
+
+
+def test_tiered_move_compares_kip_1023_with_kip_405():
+    sc = load_scenario(next(p for p in SCENARIOS if p.name == "tiered-move.yaml"))
+    runs = dict(expand(sc))
+    assert [r.system.follower_fetch_last_tiered_offset for r in runs.values()] == [True, False]
+    r = next(iter(runs.values()))
+    assert r.system.kind == "tiered" and r.prefill.bytes_per_partition == 2**30
+    assert r.settings()["replication_throttle_bytes_per_s"] == 12_500_000
+    assert [c.mode for c in r.consumers] == ["catch_up"] and r.consumers[0].start_lag_bytes is None
+    assert r.actions[0].replace == 1 and r.actions[0].by == 4

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from bench.analysis import model as mdl
 from bench.analysis import projection, rebalance
 from bench.check.moves import (
-    BYTES_SPLIT_NOTE, LINK_WAYS, check_bytes_moved, fault_recoveries, move_link_fill, move_markers, outage_of,
+    BYTES_SPLIT_NOTE, LINK_WAYS, check_bytes_moved, copy_start, fault_recoveries, move_link_fill, move_markers, outage_of,
     split_bytes_moved,
 )
 from bench.check.safety import VERDICTS, verdict, verdict_counts
@@ -46,7 +46,7 @@ from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import (EVENT_CONSUMERS_READY, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE,
                                  EVENT_MOVE_PHASE)
 from bench.history.store import SCHEMA
-from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
+from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, OWN_SETTINGS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes, rate_bits
 from systems.registry import PROFILES
 
@@ -54,9 +54,9 @@ DEFAULT_OUT = Path("results/aggregate")
 APPROX_ACCURACY = 100_000
 QUANTILES = (0.5, 0.99, 0.999)
 EVENT_COLS = ("kind", "ts", "msg_id", "topic", "partition", "event", "detail")
-SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected")
+SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected", "lost_prefill")
 SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", "reordering": "reordered_count",
-                 "unexpected": "unexpected_count"}
+                 "unexpected": "unexpected_count", "lost_prefill": "lost_prefill_count"}
 # A move as the Kafka protocol alone shows it (summary.json moves[].protocol), beside the
 # brokers' journal where there is one: request -> a client sees a target lead, -> the cluster no
 # longer lists the reassignment, -> the journal's move_complete; the added replicas' size.
@@ -68,7 +68,8 @@ CONSUMER_FIGURES = ("e2e_during_p99_ms", "e2e_before_p99_ms", "e2e_after_p99_ms"
                     "catch_up_during_bytes_per_s", "catch_up_before_bytes_per_s")
 # Per-configuration figures given as median, min and max over its runs (configs table).
 SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
-                  "producer_unavailable_seconds", "partition_bytes", "bytes_moved", "bytes_moved_at_request",
+                  "producer_unavailable_seconds", "partition_bytes", "copy_bytes_at_request", "bytes_moved",
+                  "bytes_moved_at_request",
                   "bytes_moved_during_move", *PROTOCOL_FIGURES, *CONSUMER_FIGURES)
 UNKNOWN = "unknown"  # a provenance or configuration fact a summary does not carry
 NICE_BINS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300)
@@ -103,8 +104,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("moves", I64), ("max_move_seconds", F64), ("max_unavailable_seconds", F64),
         ("run_max_unavailable_seconds", F64), ("bytes_moved", F64),
         ("valid", STR), ("failed_checks", STR),
-        ("lost_writes", STR), ("duplicates", STR), ("reordering", STR), ("unexpected", STR),
+        ("lost_writes", STR), ("duplicates", STR), ("reordering", STR), ("unexpected", STR), ("lost_prefill", STR),
         ("lost_count", I64), ("duplicated_count", I64), ("reordered_count", I64), ("unexpected_count", I64),
+        ("lost_prefill_count", I64),
         ("timeline_t0", F64), ("timeline_bin_s", F64),
     ],
     "moves": [
@@ -117,6 +119,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("bytes_moved_inter_broker", F64), ("bytes_moved_objstore", F64), ("bytes_moved", F64),
         ("bytes_written_during_move", F64), ("bytes_moved_at_request", F64), ("bytes_moved_during_move", F64),
         ("bytes_source", STR), ("unuploaded_bytes", F64),
+        # the bytes the leader told the new replica to copy (tiered storage: the local tail; null:
+        # it copied the whole log), bench.check.moves.copy_start
+        ("copy_bytes_at_request", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
         ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
         # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
@@ -423,6 +428,9 @@ def config_key(run: Run) -> str:
         parts.append(f"link {link}")
     parts += [f"msg {_fmt_b(run.param('message_bytes'))}", f"rate {run.param('produce_rate_msgs_per_s')}/s",
               f"brokers {run.param('brokers')}"]
+    # the system's own settings the scenario set (tiered-move's KIP-1023 and KIP-405 runs differ only there)
+    params = run.summary.get("params") or {}
+    parts += [_setting_text(k, params[k]) for k in OWN_SETTINGS if params.get(k) is not None]
     return f"{name} {_identity(run)}: " + ", ".join(parts)
 
 
@@ -535,6 +543,8 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     models["projection"] = proj = projection.run(spark, models["models"], models["validation"],
                                                   out if write else None,
                                                   handover_seconds(tables["moves"], models["models"])) if project else {}
+    if proj:  # every system with moves is in the headline, a system without a model saying why
+        proj["headline"] = proj.get("headline", []) + projection.unmodelled(models["notes"])
     tables["projection"], tables["rebalance"] = proj.get("projection", []), proj.get("rebalance", [])
     for row in tables["model_fit"]:
         v = proj.get("validity", {}).get(row["system"]) or {}
@@ -1169,6 +1179,14 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
         else:  # a summary from before the split: the same definition from the raw rows
             during = fa.get("produced_during")
         ph = phases.get((m["run_idx"], m["action_id"]), {})
+        copy_bytes = None
+        if "copy_bytes_at_request" in sm:
+            copy_bytes = sm["copy_bytes_at_request"]
+        elif r.view is not None:  # a summary from before the field: the same definition from the raw rows
+            added = set(sm.get("to") or ()) - set(sm.get("from") or ()) or None
+            aid = next((a.action_id for a in r.view.actions if str(a.action_id) == m["action_id"]), m["action_id"])
+            start = copy_start(r.view, aid, (m["topic"], m["partition"]), added)
+            copy_bytes = start["bytes_to_copy"] if start else None
         unupl = _unuploaded_from_phases(ph) if single else None
         if unupl is None and mdl.family(r.system) == mdl.HANDOVER_MODEL:
             unupl = float(ob) if ob is not None else None
@@ -1183,6 +1201,7 @@ def _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[
             "bytes_moved_inter_broker": ib, "bytes_moved_objstore": ob, "bytes_moved": moved, "bytes_source": bsrc,
             "bytes_written_during_move": during, **split_bytes_moved(moved, during),
             "unuploaded_bytes": unupl,
+            "copy_bytes_at_request": None if copy_bytes is None else float(copy_bytes),
             "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
             "bandwidth_bytes_per_s": r.bandwidth,
@@ -1351,28 +1370,44 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[Run] = ()) -> li
             None if m.get("objects") is None else float(m["objects"]),
             None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ()),
             None if m.get("leader_change_ts") is None or m.get("request_ts") is None
-            else float(m["leader_change_ts"]) - float(m["request_ts"])))
+            else float(m["leader_change_ts"]) - float(m["request_ts"]),
+            None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"])))
     return pts
 
 
 def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str) -> mdl.MoveModel:
     """The model a system projects with: fitted on every move of the family (one configuration
-    but for size) whose size check reached the largest held-out size; without a passing size
-    check, on the family with the most moves (then the projection says "not validated")."""
+    but for the checked axis) of its best passing held-out check - a size check reaching the
+    largest held-out size first, then throttle, link, ingest (a tiered copy's bytes do not grow
+    with the size: its throttle check is the one that passes). Without a passing check, on the
+    family with the most moves of the first axis whose moves identify a model (then the
+    projection says "not validated")."""
     mine = [p for p in pts if p.system == system]
-    fams: dict[tuple, list[mdl.MovePoint]] = defaultdict(list)
-    for p in mine:
-        fams[mdl.family_key(p, "size")].append(p)
-    if not fams:
+    if not mine:
         raise ValueError(f"{system}: no measured single-partition moves")
-    ok = [v for v in validation if v["system"] == system and v["axis"] == "size" and v["status"] == "ok"]
-    chosen = None
-    if ok:
-        best = max(ok, key=lambda v: v["held_out"]["size"])
-        chosen = next((fk for fk, fp in fams.items() if best["test_runs"][0] in {p.run_key for p in fp}), None)
-    if chosen is None:
+    order = list(mdl.AXES)
+
+    def families(axis: str) -> dict[tuple, list[mdl.MovePoint]]:
+        fams: dict[tuple, list[mdl.MovePoint]] = defaultdict(list)
+        for p in mine:
+            fams[mdl.family_key(p, axis)].append(p)
+        return fams
+
+    ok = [v for v in validation if v["system"] == system and v["status"] == "ok" and v["axis"] in order]
+    for v in sorted(ok, key=lambda v: (order.index(v["axis"]), -float(v["held_out"].get(v["axis"]) or 0.0))):
+        fams = families(v["axis"])
+        chosen = next((fk for fk, fp in fams.items() if v["test_runs"][0] in {p.run_key for p in fp}), None)
+        if chosen is not None:
+            return mdl.fit_model(fams[chosen], system, mine)
+    first: ValueError | None = None
+    for axis in order:
+        fams = families(axis)
         chosen = max(fams, key=lambda fk: (len(fams[fk]), str(fk)))
-    return mdl.fit_model(fams[chosen], system, mine)
+        try:
+            return mdl.fit_model(fams[chosen], system, mine)
+        except ValueError as exc:
+            first = first or exc
+    raise first  # type: ignore[misc]
 
 
 def fit_models(moves: list[dict[str, Any]], runs: Sequence[Run] = ()
@@ -1544,7 +1579,7 @@ def config_table(runs: list[Run], tables: dict[str, list[dict[str, Any]]]) -> li
             "duplicated_count": _sum_known(x["duplicated_count"] for x in run_rows),
             **{f"valid_{v}": sum(1 for x in run_rows if x["valid"] == v) for v in VERDICTS},
         }
-        for name in ("move_seconds", "unavailable_seconds", "partition_bytes", "bytes_moved",
+        for name in ("move_seconds", "unavailable_seconds", "partition_bytes", "copy_bytes_at_request", "bytes_moved",
                      "bytes_moved_at_request", "bytes_moved_during_move", *PROTOCOL_FIGURES):
             row.update(_spread_cols(name, (m[name] for m in mv)))
         row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))
@@ -1648,12 +1683,16 @@ def result_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
              ", ".join(f"{c[f'valid_{v}']} {v}" for v in VERDICTS)] for c in configs]
 
 
-BYTES_HEAD = ["configuration", "runs", "partition at the request", "bytes moved", "of which partition at the request",
-              "of which written during the move"]
+BYTES_HEAD = ["configuration", "runs", "partition at the request", "leader's bytes to copy (tiered start)",
+              "bytes moved", "of which partition at the request", "of which written during the move"]
 
 
 def bytes_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """``leader's bytes to copy``: what a tiered leader told the new replica to copy at the
+    request (the local tail after the last tiered offset or from its local log start); – where
+    the new replica copied the whole log (no such answer)."""
     return [[c["config_label"] or c["config_key"], _runs_of(c), _cfg(c, "partition_bytes", format_bytes),
+             _cfg(c, "copy_bytes_at_request", format_bytes),
              _cfg(c, "bytes_moved", format_bytes), _cfg(c, "bytes_moved_at_request", format_bytes),
              _cfg(c, "bytes_moved_during_move", format_bytes)] for c in configs if c["moves"]]
 
@@ -1678,9 +1717,9 @@ CONSUMERS_NOTE = (
     "What the workload's consumer groups felt (scenario section `consumers`; medians over runs, min-max in "
     "brackets). End-to-end latency: from the producer's send call to a message's first delivery to a `tail` "
     "group, on the action's partitions, windows by send time as for produce latency; it includes the "
-    "producers' batching (linger.ms) and the time until a message is readable: on the copy system once every "
-    "in-sync replica has it (the high watermark), on the shared system once its WAL write is durable in object "
-    "storage. Gap: the longest time a tail group got no message of those partitions, from 1 s before the action "
+    "producers' batching (linger.ms) and the time until a message is readable: on the copy and tiered systems "
+    "once every in-sync replica has it (the high watermark), on the shared system once its WAL write is durable "
+    "in object storage. Gap: the longest time a tail group got no message of those partitions, from 1 s before the action "
     "to 5 s after its end (a fault: after the producers' first ack past recovery). Catch-up: the backlog "
     "bytes per second a `catch_up` group (started behind, reading while the load produces) read in each "
     "window, the mean over catch-up groups. Not delivered: acked messages and backlog records some group never "
@@ -1748,10 +1787,33 @@ def provenance_lines(runs: list[dict[str, Any]]) -> list[str]:
 
 CONFIG_HEAD = ["system", "configurations", "runs", "replication factor", "min.insync.replicas", "producers",
                "an acknowledgement means", "replication throttle", "links (broker / client / object store)",
-               "WAL batch interval", "WAL upload threshold"]
-CONFIG_NOTE = ("What each system ran with: both get the same producers (librdkafka, idempotent, the acks and "
-               "linger.ms shown; an ack's latency includes up to linger.ms of batching), load and links; what an "
-               "acknowledgement promises differs and is stated here.")
+               "the system's own settings"]
+CONFIG_NOTE = ("What each system ran with: every system gets the same producers (librdkafka, idempotent, the acks "
+               "and linger.ms shown; an ack's latency includes up to linger.ms of batching), load and links; what an "
+               "acknowledgement promises differs and is stated here, as are the settings only one system has "
+               "(its profile's, effective values).")
+
+
+def _setting_text(key: str, value: Any) -> str:
+    """``segment_bytes`` 4194304 -> ``segment 4 MiB``; ``wal_batch_interval_ms`` 100 -> ``wal batch
+    interval 100 ms``."""
+    name = key.replace("_", " ")
+    if isinstance(value, bool) or value is None:
+        return f"{name} {str(value).lower()}"
+    if key.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{name.removesuffix(' bytes')} {format_bytes(value)}"
+    if key.endswith("_ms") and isinstance(value, (int, float)):
+        return f"{name.removesuffix(' ms')} {fmt_num(value)} ms"
+    return f"{name}: {value}"
+
+
+def own_settings_text(conf: dict[str, Any]) -> str:
+    """The configuration's ``system_settings`` (the profile's describe()) in words; a summary from
+    before them: its WAL settings, if any."""
+    own = conf.get("system_settings")
+    if own is None:
+        own = {k: conf[k] for k in ("wal_batch_interval_ms", "wal_upload_threshold_bytes") if conf.get(k) is not None}
+    return ", ".join(_setting_text(k, v) for k, v in own.items()) if own else "none"
 
 
 def producer_settings(conf: dict[str, Any]) -> str:
@@ -1782,14 +1844,11 @@ def configuration_rows(configs: list[dict[str, Any]], label=str) -> list[list[An
         links = " / ".join(str(none_as(get(k), "none")) for k in ("link_rate", "client_link_rate", "object_store_link_rate"))
         if links == " / ".join([UNKNOWN] * 3):
             links = UNKNOWN
-        wal = get("wal_batch_interval_ms")
-        upl = get("wal_upload_threshold_bytes")
         scen = sorted({c["scenario"] or "?" for c in cs})
         rows.append([label(system), ", ".join(scen) + f" ({len(cs)} configuration{'s' * (len(cs) != 1)})",
                      sum(c["runs"] for c in cs), get("replication_factor"), none_as(get("min_insync_replicas"), "n/a"),
                      producer_settings(x) if x else UNKNOWN, get("ack_meaning"), throttle, links,
-                     wal if wal in (UNKNOWN,) else "n/a" if wal is None else f"{fmt_num(wal)} ms",
-                     upl if upl in (UNKNOWN,) else "n/a" if upl is None else format_bytes(upl)])
+                     own_settings_text(x) if x else UNKNOWN])
     return rows
 
 

@@ -13,6 +13,13 @@ Each system's profile names its family (``SystemProfile.move_model``):
   finishes when ``(e*T) * (t - c) = B + r * (t - c)``, so bytes moved = ``B + r * (t - c)``; with
   ``r >= e*T`` it never catches up. Fitted by least squares over ``(c, e)`` (``e`` by a 1-D search,
   ``c`` in closed form for each ``e``), standard errors from the Gauss-Newton covariance.
+* **tiered_copy** (tiered storage: the new replica rebuilds its start from object storage, then
+  copies from the leader only what is not tiered): the copy physics with ``B`` = the bytes the
+  leader told the new replica to copy at the request (``copy_bytes_at_request``: from the last
+  tiered offset, KIP-1023, or the leader's local log start, KIP-405, to its log end; the whole
+  partition when the leader never answered a tiered start because all of the log was local), so
+  ``t = c + L / (e*T - r)``; the rebuild from object storage is part of ``c``. One implementation
+  fits both copy families (:func:`copied_bytes` is the only difference).
 * **handover** (shared storage: the old owner uploads its unuploaded tail, the new one opens the
   partition): ``t = c + tail / (u*L) + b*n``. ``tail`` = bytes not yet in object storage at the
   request, ``L`` = the run's upload cap (the broker's or the object store's emulated link, or the
@@ -27,8 +34,11 @@ setting, so repetitions of one size never straddle the split). For each value wi
 values below it (size: at least 3 sizes spanning at least 8x in bytes at the request; throttle,
 link, ingest: at least 2) the model is fitted on the smaller values only and predicts the held-out
 moves from their inputs at the request. ``error_pct`` = (predicted - measured) / measured of the
-median move; ``status`` ok / failed against the family's target (copy 15 %, shared 30 %), or
-insufficient with the reason.
+median move; ``status`` ok / failed against the family's target (copy 15 %, tiered copy and shared
+30 %), or insufficient with the reason. The size check's span is that of the bytes each move
+copied: a tiered copy's bytes barely grow with the partition (only the local tail moves), so its
+size check is "insufficient" unless the tail itself varies, and its throttle check is the one
+that identifies the bytes' rate.
 """
 
 from __future__ import annotations
@@ -49,8 +59,13 @@ GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
 
 # Move-model families (a profile's `move_model`): what a move has to carry.
 COPY_MODEL = "copy"  # the whole partition and its ingest, between brokers
+TIERED_COPY_MODEL = "tiered_copy"  # only the local tail after what is in object storage, between brokers
 HANDOVER_MODEL = "handover"  # only the tail not yet in object storage; then the new owner opens it
-TARGET_PCT = {COPY_MODEL: 15.0, HANDOVER_MODEL: 30.0}  # held-out |error| a validation must stay within
+COPY_FAMILIES = (COPY_MODEL, TIERED_COPY_MODEL)  # t = c + bytes copied / (e*T - r)
+# Held-out |error| a validation must stay within. A tiered copy, like a handover, lasts seconds
+# with a fixed part (the rebuild from object storage, the election) of the same order as its
+# bytes' part, so its noise is the shared system's, not a long copy's.
+TARGET_PCT = {COPY_MODEL: 15.0, TIERED_COPY_MODEL: 30.0, HANDOVER_MODEL: 30.0}
 SIZE_SPAN = 8.0  # the sizes a size check fits on span at least this factor (bytes at the request)
 MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2}  # distinct smaller values to fit on
 FLAT_SPREAD = 0.05  # relative spread of a regressor below which its slope is not identifiable
@@ -90,9 +105,18 @@ class MovePoint:
     open_seconds: float | None = None  # handover: the measured open phases
     params: tuple[tuple[str, Any], ...] = ()  # the run's settings (summary.json params), sorted
     elect_seconds: float | None = None  # request -> leader change on the new owner (the cluster's part)
+    # tiered copy: the bytes the leader told the new replica to copy at the request (None: it
+    # copied the whole log, partition_bytes)
+    copy_bytes: float | None = None
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
+
+
+def copied_bytes(p: MovePoint) -> float:
+    """B of the copy families: the bytes the move had to copy at the request (the whole partition
+    unless the leader said the copy starts later)."""
+    return float(p.copy_bytes) if p.copy_bytes is not None else float(p.partition_bytes)
 
 
 def axis_value(p: MovePoint, axis: str) -> float | None:
@@ -163,7 +187,7 @@ class MoveModel:
     family: str
     fixed_s: float  # c
     fixed_se: float | None
-    efficiency: float  # copy: e, the share of the throttle/link achieved; handover: u, of the upload cap
+    efficiency: float  # copy families: e, the share of the throttle/link achieved; handover: u, of the upload cap
     efficiency_se: float | None
     efficiency_fitted: bool  # False: held at 1 (the regressor barely varied)
     open_fixed_s: float | None = None  # handover: open(n) = open_fixed_s + open_per_object_s * n
@@ -185,10 +209,11 @@ class MoveModel:
     def predict_with_se(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                         tail_bytes: float | None = None, objects: float | None = None) -> tuple[float, float | None]:
         """(move_seconds, standard error of the mean prediction or None); inf when a copy never
-        catches up with its ingest."""
+        catches up with its ingest. Copy families: ``partition_bytes`` is B, the bytes to copy
+        (a tiered copy's local tail: :func:`copied_bytes`)."""
         if not cap_bytes_per_s or cap_bytes_per_s <= 0:
             raise ValueError(f"{self.system}: a move's cap (bytes/s) is needed to predict its time")
-        if self.family == COPY_MODEL:
+        if self.family in COPY_FAMILIES:
             net = self.efficiency * cap_bytes_per_s - ingest_bytes_per_s
             if net <= 0:
                 return math.inf, None
@@ -205,14 +230,17 @@ class MoveModel:
 
     def bytes_moved(self, partition_bytes: float, seconds: float, ingest_bytes_per_s: float = 0.0,
                     tail_bytes: float | None = None) -> float:
-        """Copy: the partition plus what was written while it was copied; handover: the tail."""
-        if self.family == COPY_MODEL:
+        """Copy families: the bytes to copy plus what was written while they were copied; handover:
+        the tail."""
+        if self.family in COPY_FAMILIES:
             return partition_bytes + ingest_bytes_per_s * max(0.0, seconds - self.fixed_s)
         return float(tail_bytes or 0.0)
 
     def formula(self) -> str:
         if self.family == COPY_MODEL:
             return (f"t = {self.fixed_s:.3g} s + B / ({self.efficiency:.3g} x T - r)")
+        if self.family == TIERED_COPY_MODEL:
+            return (f"t = {self.fixed_s:.3g} s + L / ({self.efficiency:.3g} x T - r)")
         return (f"t = {self.fixed_s:.3g} s + tail / ({self.efficiency:.3g} x L) + "
                 f"{self.open_per_object_s * 1000:.3g} ms x objects")
 
@@ -270,25 +298,26 @@ def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[Mo
     phases fit the per-object open cost (handover; default: ``points``). Raises ValueError when
     the points cannot identify the model."""
     fam = family(system)
-    if fam not in (COPY_MODEL, HANDOVER_MODEL):
+    if fam not in (*COPY_FAMILIES, HANDOVER_MODEL):
         raise ValueError(f"{system}: no move-time model for the {fam!r} family")
     pts = _usable(points, system)
     if len(pts) < 2:
         raise ValueError(f"{system}: {len(pts)} measured move(s) with a known cap; need at least 2")
-    if fam == COPY_MODEL:
-        return _fit_copy(system, pts)
+    if fam in COPY_FAMILIES:
+        return _fit_copy(system, pts, fam)
     return _fit_handover(system, pts, _usable(open_points if open_points is not None else points, system))
 
 
-def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
-    B = np.array([p.partition_bytes for p in pts], dtype=float)
+def _fit_copy(system: str, pts: list[MovePoint], fam: str = COPY_MODEL) -> MoveModel:
+    B = np.array([copied_bytes(p) for p in pts], dtype=float)
     T = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
     r = np.array([p.ingest_bytes_per_s or 0.0 for p in pts], dtype=float)
     t, lag, lag_se, lag_notes = _cluster_part(pts)
     x1 = B / np.maximum(T - r, 1e-9)
     if np.ptp(x1) < FLAT_SPREAD * float(np.max(np.abs(x1))):
-        raise ValueError(f"{system}: bytes / (cap - ingest) barely vary across the moves; the fixed cost and the "
-                         "efficiency cannot be told apart (need different sizes, throttles or ingest rates)")
+        raise ValueError(f"{system}: bytes to copy / (cap - ingest) barely vary across the moves; the fixed cost and "
+                         "the efficiency cannot be told apart (need different bytes to copy, throttles or ingest "
+                         "rates)")
     lo = float(np.max(r / T)) * 1.0001 + 1e-6  # e*T must exceed every move's ingest
 
     def sse_at(e: float) -> tuple[float, float]:
@@ -310,9 +339,13 @@ def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
     e = (a + b) / 2
     sse, c = sse_at(e)
     n = len(pts)
+    what = ("B = partition bytes at the request." if fam == COPY_MODEL else
+            "L = the bytes the leader told the new replica to copy at the request (from the last tiered offset or "
+            "its local log start to its log end; the partition's bytes where all of the log was local); the rebuild "
+            "of the replica's start from object storage is part of c.")
     assumptions = [
         "T = the run's replication throttle, or the emulated link when lower; r = bytes written into the "
-        "partition during the move / move_seconds (measured); B = partition bytes at the request."] + lag_notes
+        "partition during the move / move_seconds (measured); " + what] + lag_notes
     if e >= 3.99:
         raise ValueError(f"{system}: the fit drives the efficiency to its bound ({e:.3g}); the moves do not "
                          "identify it")
@@ -329,7 +362,7 @@ def _fit_copy(system: str, pts: list[MovePoint]) -> MoveModel:
     sst = float(((t - t.mean()) ** 2).sum())
     if cov is not None and lag_se is not None:
         cov[0][0] += lag_se**2
-    return MoveModel(system, COPY_MODEL, c + lag, _plus(fixed_se, lag_se), float(e), e_se, True,
+    return MoveModel(system, fam, c + lag, _plus(fixed_se, lag_se), float(e), e_se, True,
                      r2=None if sst == 0 else 1 - sse / sst, rmse_s=math.sqrt(sse / n), n=n,
                      runs=sorted({p.run_key for p in pts}), cov=cov, assumptions=assumptions)
 
@@ -405,7 +438,8 @@ def tail_bytes(ingest_bytes_per_s: float, upload_threshold_bytes: float, upload_
 
 
 def _predict_point(m: MoveModel, p: MovePoint) -> float:
-    return m.predict(p.partition_bytes, p.cap_bytes_per_s, p.ingest_bytes_per_s, p.tail_bytes, p.objects)
+    b = copied_bytes(p) if m.family in COPY_FAMILIES else p.partition_bytes
+    return m.predict(b, p.cap_bytes_per_s, p.ingest_bytes_per_s, p.tail_bytes, p.objects)
 
 
 def _axis_label(axis: str, v: float) -> str:
@@ -472,12 +506,23 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
         return {**base, "status": "insufficient",
                 "reason": f"{len(train_vals)} smaller {axis} value(s) to fit on; need {MIN_TRAIN[axis]}"}
     if axis == "size":
-        meds = [statistics.median(p.partition_bytes for p in by_val[v]) for v in train_vals]
+        # the regressor's span: the bytes each move copied (a copy's whole partition, a tiered
+        # copy's local tail, a handover's partition for its open)
+        fam = family(system)
+        size_of = copied_bytes if fam in COPY_FAMILIES else (lambda p: p.partition_bytes)
+        meds = [statistics.median(size_of(p) for p in by_val[v]) for v in train_vals]
         span = max(meds) / min(meds) if min(meds) > 0 else math.inf
         base["train_span"] = span
         if span < SIZE_SPAN:
+            tail = ""
+            parts = [statistics.median(p.partition_bytes for p in by_val[v]) for v in train_vals]
+            if any(abs(m - q) > 0.01 * q for m, q in zip(meds, parts)):
+                tail = (f" (the moves copied {format_bytes(min(meds))}-{format_bytes(max(meds))} of partitions of "
+                        f"{format_bytes(min(parts))}-{format_bytes(max(parts))}: only the part not in object "
+                        "storage is copied, so the partition size does not set the copy; the throttle axis can)")
             return {**base, "status": "insufficient",
-                    "reason": f"the smaller sizes span {span:.1f}x in bytes at the request; need {SIZE_SPAN:g}x"}
+                    "reason": f"the smaller sizes span {span:.1f}x in bytes to copy at the request; need "
+                              f"{SIZE_SPAN:g}x{tail}"}
     test_runs = {p.run_key for p in test}  # the held-out moves' own opens never enter the open-cost fit
     opens = [p for p in (open_points if open_points is not None else train) if p.run_key not in test_runs]
     try:
@@ -509,7 +554,8 @@ def _context(p: MovePoint, axis: str) -> str:
 def _family_label(fk: tuple) -> str:
     s = dict(fk[1:])
     keep = ("brokers", "replication_factor", "link_rate", "replication_throttle_bytes_per_s", "produce_rate_msgs_per_s",
-            "prefill_bytes_per_partition", "wal_upload_threshold_bytes")
+            "prefill_bytes_per_partition", "wal_upload_threshold_bytes", "segment_bytes", "local_retention_bytes",
+            "follower_fetch_last_tiered_offset")
     return ", ".join(f"{k}={s[k]}" for k in keep if s.get(k) is not None)
 
 
@@ -532,7 +578,7 @@ def human_seconds(s: float | None) -> str:
 
 
 __all__ = [
-    "AXES", "COPY_MODEL", "GBIT_BYTES_PER_S", "HANDOVER_MODEL", "LinearFit", "MoveModel", "MovePoint", "SIZE_SPAN",
-    "TARGET_PCT", "axis_value", "family", "family_key", "fit_linear", "fit_model", "fit_open", "human_seconds",
-    "tail_bytes", "validate",
+    "AXES", "COPY_FAMILIES", "COPY_MODEL", "GBIT_BYTES_PER_S", "HANDOVER_MODEL", "LinearFit", "MoveModel", "MovePoint",
+    "SIZE_SPAN", "TARGET_PCT", "TIERED_COPY_MODEL", "axis_value", "copied_bytes", "family", "family_key", "fit_linear",
+    "fit_model", "fit_open", "human_seconds", "tail_bytes", "validate",
 ]

@@ -45,6 +45,18 @@ UPLOAD_INTERVAL_S = 10.0  # the shared system's wal.upload.interval.ms default
 # objects, not their size (docs/measurements/shared-open.md).
 OBJECT_BYTES = 64 * MiB
 OPEN_EXTRAPOLATION = 10.0  # project the per-object open cost at most this far beyond the most objects measured
+# A tiered partition at TB scale copies min(partition, what is not in object storage). Assumed,
+# with Kafka's defaults where it has one: 1 GiB segments (segment.bytes); closed segments
+# uploaded every 30 s (remote.log.manager.task.interval.ms); KIP-1023 (a new replica starts after
+# the last tiered offset) copies the active segment and the closed ones awaiting upload, at most
+# a segment + ingest x 30 s; KIP-405 (from the leader's local log start) copies the local log, at
+# most local retention + a segment, with local.retention.ms = 1 h (Kafka's default -2 keeps
+# everything locally; an operator who tiers sets hours).
+TIERED_SEGMENT_BYTES = float(1 << 30)
+TIERED_UPLOAD_INTERVAL_S = 30.0
+TIERED_LOCAL_RETENTION_S = 3600.0
+TIERED_STARTS = ((True, "KIP-1023 (after the last tiered offset)"),
+                 (False, "KIP-405 (the leader's local log, 1 h local retention)"))
 
 # The headline (the AutoMQ article's example and one cluster rebalance).
 HEADLINE_LINKS_GBIT = (1.0, 10.0)
@@ -54,6 +66,7 @@ ARTICLE_THRESHOLD = 512 * MiB  # AutoMQ's reassignment template: s3.wal.upload.t
 ARTICLE_THROTTLE = (1.0, "the whole link")  # copy at its best: no throttle below the link
 CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000, "rf_copy": 3,
            "ingest_per_partition": 1e6, "concurrency": 5, "throttle": 0.5}
+PARTITION_TITLE = "One partition ingesting 100 MB/s: one day is 8.2 TB"
 CLUSTER_TITLE = ("Scale-out of a 100-broker cluster holding 1 PB (10,000 partitions, 1 MB/s each) by 10 brokers, "
                  "5 concurrent moves per broker (Cruise Control's default)")
 # The simulated clusters: 10 to 500 brokers, up to 1 PB.
@@ -67,7 +80,21 @@ NO_RUNS_VARY = {
     "ingest": "no measured configuration varies the ingest rate: run `python -m bench run sweep`",
     "rebalance": "no measured multi-partition drain or scale-out: run `python -m bench run drain`",
 }
-REQUIRED_AXES = {mdl.COPY_MODEL: (("size",), ("throttle", "link"), ("ingest",)), mdl.HANDOVER_MODEL: (("size",),)}
+# A tiered copy's bytes barely grow with the partition (its size check is insufficient by
+# design): the throttle or link check is the one whose regressor varies.
+REQUIRED_AXES = {mdl.COPY_MODEL: (("size",), ("throttle", "link"), ("ingest",)),
+                 mdl.TIERED_COPY_MODEL: (("size", "throttle", "link"), ("ingest",)),
+                 mdl.HANDOVER_MODEL: (("size",),)}
+NO_RUNS_VARY_TIERED = "run `python -m bench run sweep-tiered`"
+
+
+def tiered_copy_bytes(partition_bytes: float, ingest_bytes_per_s: float, last_tiered: bool = True) -> float:
+    """What a new replica of a tiered partition copies at TB scale (the assumptions above)."""
+    if last_tiered:
+        not_tiered = TIERED_SEGMENT_BYTES + ingest_bytes_per_s * TIERED_UPLOAD_INTERVAL_S
+    else:
+        not_tiered = ingest_bytes_per_s * TIERED_LOCAL_RETENTION_S + TIERED_SEGMENT_BYTES
+    return float(min(partition_bytes, not_tiered))
 
 
 @dataclass
@@ -81,8 +108,9 @@ class Validity:
 
 
 def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[str, ...] = ()) -> Validity:
-    """Every required axis (copy: size, throttle or link, ingest; handover: size; plus ``extra_axes``)
-    must have at least one ``ok`` held-out check and none ``failed``."""
+    """Every required axis (copy: size, throttle or link, ingest; tiered copy: size, throttle or
+    link, and ingest; handover: size; plus ``extra_axes``) must have at least one ``ok`` held-out
+    check and none ``failed``."""
     fam = mdl.family(system)
     groups = list(REQUIRED_AXES.get(fam or "", (("size",),))) + [(a,) for a in extra_axes]
     errs, axes, missing, failed = [], [], [], []
@@ -96,6 +124,9 @@ def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[st
                           f"{worst['error_pct']:+.1f} % beyond ±{worst['target_pct']:g} %")
         elif not good:
             why = next((v["reason"] for v in entries if v.get("reason")), None) or NO_RUNS_VARY.get(group[0])
+            if fam == mdl.TIERED_COPY_MODEL and not any(v["status"] == "insufficient" and v["axis"] != "size"
+                                                        for v in entries):
+                why = f"{why}; {NO_RUNS_VARY_TIERED}"
             missing.append(f"no passing held-out {' or '.join(group)} check ({why})")
         else:
             axes.extend(sorted({v["axis"] for v in good}))
@@ -128,13 +159,25 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
     for system, m in models.items():
         p = _grid_params(m)
         base = sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
-        if m.family == mdl.COPY_MODEL:
-            pol = spark.createDataFrame([(s, lbl) for s, lbl in THROTTLE_POLICIES], "throttle_share double, policy string")
-            df = base.crossJoin(pol).withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") * F.col("throttle_share"))
+        if m.family in mdl.COPY_FAMILIES:
+            if m.family == mdl.COPY_MODEL:
+                pol = spark.createDataFrame([(s, lbl, None) for s, lbl in THROTTLE_POLICIES],
+                                            "throttle_share double, policy string, last_tiered boolean")
+                copied = F.col("partition_bytes")
+            else:  # tiered: each throttle policy with each place a new replica starts at
+                pol = spark.createDataFrame([(s, f"{lbl}, {start}", last) for s, lbl in THROTTLE_POLICIES
+                                             for last, start in TIERED_STARTS],
+                                            "throttle_share double, policy string, last_tiered boolean")
+                keep = F.when(F.col("last_tiered"), F.lit(TIERED_SEGMENT_BYTES)
+                              + F.col("ingest_bytes_per_s") * F.lit(TIERED_UPLOAD_INTERVAL_S)).otherwise(
+                    F.col("ingest_bytes_per_s") * F.lit(TIERED_LOCAL_RETENTION_S) + F.lit(TIERED_SEGMENT_BYTES))
+                copied = F.least(F.col("partition_bytes"), keep)
+            df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") * F.col("throttle_share"))
+                  .withColumn("copy_bytes", copied))
             net = F.lit(p["e"]) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
             df = (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))
-                  .withColumn("move_seconds", F.when(net > 0, F.lit(p["c"]) + F.col("partition_bytes") / net))
-                  .withColumn("bytes_moved", F.when(net > 0, F.col("partition_bytes") + F.col("ingest_bytes_per_s")
+                  .withColumn("move_seconds", F.when(net > 0, F.lit(p["c"]) + F.col("copy_bytes") / net))
+                  .withColumn("bytes_moved", F.when(net > 0, F.col("copy_bytes") + F.col("ingest_bytes_per_s")
                                                     * (F.col("move_seconds") - F.lit(p["c"]))))
                   .withColumn("tail_bytes", F.lit(None).cast("double"))
                   .withColumn("objects", F.lit(None).cast("double")))
@@ -146,6 +189,7 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
             df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
                   .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s"))
                   .withColumn("tail_bytes", tail).withColumn("objects", objects)
+                  .withColumn("copy_bytes", F.lit(None).cast("double"))
                   .withColumn("move_seconds", F.lit(p["c"]) + F.col("tail_bytes") / (F.lit(p["e"]) * F.col("cap_bytes_per_s"))
                               + F.lit(p["b"]) * F.col("objects"))
                   .withColumn("bytes_moved", F.col("tail_bytes")))
@@ -154,7 +198,7 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
                 float((m.open_objects_max or 0) * OPEN_EXTRAPOLATION)), F.col("move_seconds")))
         frames.append(df.select("system", "partition_bytes", "link_gbit_s", "ingest_bytes_per_s", "policy",
                                 "throttle_share", "upload_threshold_bytes", "cap_bytes_per_s", "tail_bytes", "objects",
-                                "move_seconds", "bytes_moved"))
+                                "copy_bytes", "move_seconds", "bytes_moved"))
     if not frames:
         return {"points": 0, "seconds": time.perf_counter() - t0, "by_system": {}}
     grid = frames[0]
@@ -206,7 +250,7 @@ def cluster_configs(models: dict[str, mdl.MoveModel], handover_s: dict[str, floa
 
 def _cluster_row(system: str, m: mdl.MoveModel, brokers: int, add: int, total: float, partitions: int, gbit: float,
                  conc: int) -> dict[str, Any]:
-    copy = m.family == mdl.COPY_MODEL
+    copy = m.family in mdl.COPY_FAMILIES
     link = gbit * mdl.GBIT_BYTES_PER_S
     return {"system": system, "family": m.family, "brokers": brokers, "add": add, "total_bytes": total,
             "partitions": partitions, "rf": CLUSTER["rf_copy"] if copy else 1, "link_gbit_s": gbit,
@@ -226,11 +270,14 @@ def simulate_cluster(cfg: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
 
     t0 = time.perf_counter()
-    copy = cfg["family"] == mdl.COPY_MODEL
+    copy = cfg["family"] in mdl.COPY_FAMILIES
     sizes = rb.partition_sizes(cfg["total_bytes"] / cfg["rf"], cfg["partitions"], seed=7)
     ingest = cfg["ingest_per_partition"]
     tail = min(cfg["upload_threshold_bytes"] or 0.0, ingest * UPLOAD_INTERVAL_S)
-    parts = [(f"p{i}", b if copy else tail, ingest) for i, b in enumerate(sizes)]
+    if cfg["family"] == mdl.TIERED_COPY_MODEL:  # a new replica copies only what is not tiered (KIP-1023)
+        parts = [(f"p{i}", tiered_copy_bytes(b, ingest), ingest) for i, b in enumerate(sizes)]
+    else:
+        parts = [(f"p{i}", b if copy else tail, ingest) for i, b in enumerate(sizes)]
     moves = rb.plan_scale_out(cfg["brokers"], cfg["add"], parts, cfg["rf"], seed=7, family=cfg["family"],
                               fixed_s=cfg["fixed_s"])
     if not copy:  # opening a partition walks its objects: the per-object cost by its size
@@ -282,7 +329,16 @@ def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity]) -> 
 
 def _partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str) -> dict[str, Any]:
     link = gbit * mdl.GBIT_BYTES_PER_S
-    if m.family == mdl.COPY_MODEL:
+    if m.family == mdl.TIERED_COPY_MODEL:
+        cap = link * ARTICLE_THROTTLE[0]
+        copied = tiered_copy_bytes(size, ARTICLE_INGEST)
+        t, se = m.predict_with_se(copied, cap, ARTICLE_INGEST)
+        moved = m.bytes_moved(copied, t, ARTICLE_INGEST) if math.isfinite(t) else None
+        basis = (f"{m.formula()}; L = min({label}, {format_bytes(TIERED_SEGMENT_BYTES)} segment + r x "
+                 f"{TIERED_UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(copied)} (KIP-1023: the new replica "
+                 f"starts after the last tiered offset), r = {ARTICLE_INGEST / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
+                 f"({cap / 1e6:,.0f} MB/s)")
+    elif m.family == mdl.COPY_MODEL:
         cap = link * ARTICLE_THROTTLE[0]
         t, se = m.predict_with_se(size, cap, ARTICLE_INGEST)
         moved = m.bytes_moved(size, t, ARTICLE_INGEST) if math.isfinite(t) else None
@@ -323,7 +379,7 @@ def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims:
         for gbit in HEADLINE_LINKS_GBIT:
             p = _partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB")
             value, ok = p["move_seconds"], p["validated"]
-            out.append({"case": "partition", "title": "One partition ingesting 100 MB/s: one day is 8.2 TB",
+            out.append({"case": "partition", "title": PARTITION_TITLE,
                         "system": system, "system_label": label, "link_gbit_s": gbit,
                         "status": "validated" if ok else "not validated",
                         "value_s": value if ok else None,
@@ -348,6 +404,21 @@ def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims:
     return out
 
 
+def unmodelled(notes: dict[str, str]) -> list[dict[str, Any]]:
+    """Headline entries of the systems whose moves gave no model (``notes``: system -> why): each
+    case and link "not validated", with the reason, so a comparison never silently drops a system."""
+    out = []
+    for system, why in notes.items():
+        label = PROFILES[system].label if system in PROFILES else system
+        for case, title in (("partition", PARTITION_TITLE), ("cluster", CLUSTER_TITLE)):
+            for gbit in HEADLINE_LINKS_GBIT:
+                out.append({"case": case, "title": title, "system": system, "system_label": label, "link_gbit_s": gbit,
+                            "status": "not validated", "value_s": None, "value_text": None, "bytes_moved": None,
+                            "error_pct": None, "validations": [], "reason": f"no move-time model ({why})",
+                            "basis": "no model"})
+    return out
+
+
 def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]], out: Path | None = None,
         handover_s: dict[str, float] | None = None) -> dict[str, Any]:
     """The whole projection: -> {grid stats, rebalance rows, projection rows, headline, timings}."""
@@ -367,5 +438,5 @@ def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]
 
 
 __all__ = ["CLUSTER", "CLUSTER_TITLE", "GRID_INGEST", "GRID_LINKS_GBIT", "GRID_SIZES", "THROTTLE_POLICIES",
-           "UPLOAD_THRESHOLDS", "Validity", "cluster_configs", "headline", "project_grid", "run", "simulate_clusters",
-           "table_rows", "validity"]
+           "TIERED_STARTS", "UPLOAD_THRESHOLDS", "Validity", "cluster_configs", "headline", "project_grid", "run",
+           "simulate_clusters", "table_rows", "tiered_copy_bytes", "unmodelled", "validity"]

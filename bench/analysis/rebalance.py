@@ -71,6 +71,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+# The move-model families whose moves copy between brokers (bench/analysis/model.py's
+# COPY_FAMILIES; this file is shipped alone to Spark executors, so it names them itself): a
+# tiered copy carries only the local tail its leader names, else as a copy.
+COPY_FAMILIES = ("copy", "tiered_copy")
 LINK_TARGET = 0.9  # a link above this share of its rate queues producers' bytes
 SHARING = ("equal", "fifo")
 # The harness's watcher sees a finished move within about a metadata poll and a watcher poll
@@ -386,12 +390,12 @@ def _sim_moves(partitions: Sequence[Partition], before: list[list[int]], plan: l
     out = []
     for p, old, new in plan:
         key, b, r = partitions[p]
-        if family == "copy":
+        if family in COPY_FAMILIES:  # a tiered copy's `bytes` is what it copies: the local tail
             out.append(SimMove(key, before[p][0], new, float(b), float(r), fixed_s))
         elif family == "handover":
             out.append(SimMove(key, old, new, float(b), 0.0, fixed_s))
         else:
-            raise ValueError(f"unknown family {family!r} (copy, handover)")
+            raise ValueError(f"unknown family {family!r} ({', '.join(COPY_FAMILIES)}, handover)")
     return out
 
 
@@ -485,7 +489,8 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
     per broker (bytes/s: the copy system's per-broker throttle times ``efficiency``; the shared
     system's upload link times ``efficiency``) and the model's fixed part.
 
-    Copy: ``bytes`` = partition bytes at the request, ingest = bytes written during the move /
+    Copy (and tiered copy): ``bytes`` = partition bytes at the request (a tiered copy: the
+    ``copy_bytes_at_request`` its leader named, where known), ingest = bytes written during the move /
     (leader change - request), src = the leader at the request (``sources`` by "topic-partition",
     e.g. :func:`sources_from_summary`, else a ``src`` column), dst = the new leader. Handover:
     ``bytes`` = the unuploaded tail (``unuploaded_bytes``),
@@ -503,12 +508,14 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
         cap = _num(r.get("bandwidth_bytes_per_s"))
         if cap is not None:
             caps.append(cap)
-        if fam == "copy":
+        if fam in COPY_FAMILIES:
             req, lc = _num(r.get("request_ts")), _num(r.get("leader_change_ts"))
             during = _num(r.get("bytes_written_during_move")) or 0.0
             window = (lc - req) if req is not None and lc is not None and lc > req else _num(r.get("move_seconds"))
             ingest = during / window if window else 0.0
-            b = _num(r.get("partition_bytes"))
+            # a tiered copy: the bytes the leader told the new replica to copy, else the whole log
+            b = _num(r.get("copy_bytes_at_request"))
+            b = b if b is not None else _num(r.get("partition_bytes"))
             if b is None:
                 raise ValueError(f"{key}: no partition_bytes")
             out.append(SimMove(key, int(src), dst, b, ingest, float(params.get("fixed_s", 0.0))))
@@ -521,7 +528,7 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                      + float(params.get("open_per_object_s", 0.0)) * objs)
             out.append(SimMove(key, int(src), dst, tail, 0.0, fixed))
         else:
-            raise ValueError(f"unknown family {fam!r} (copy, handover)")
+            raise ValueError(f"unknown family {fam!r} ({', '.join(COPY_FAMILIES)}, handover)")
     cap = eff * statistics.median(caps) if caps else None
     return out, (cap if cap is not None else math.inf), cap
 
@@ -539,14 +546,14 @@ def predict_run(moves_rows: Sequence[Mapping[str, Any]], model_params: Mapping[s
                 concurrency: int | None = None, sources: Mapping[str, int] | None = None,
                 sharing: str = "fifo", check_interval_s: float = HARNESS_CHECK_S) -> dict[str, Any]:
     """Predicted time to rebalance of one measured run (its ``moves`` rows, one run_key) next to the
-    measured one. ``model_params``: ``{family: "copy"|"handover", fixed_s, efficiency (copy: share
+    measured one. ``model_params``: ``{family: "copy"|"tiered_copy"|"handover", fixed_s, efficiency (copy: share
     of the throttle achieved; handover: share of the upload link), open_fixed_s,
     open_per_object_s, ack_lag_s}`` (``fixed_s``: request -> leader change beyond the transfer;
     ``ack_lag_s``: leader change -> first ack, default 0). ``concurrency`` as the run's move action had it (None = all at once).
     ``sharing`` "fifo" by default: our replication system's throttle is a Kafka-style quota (see
     :func:`simulate`)."""
     sim_moves, cap, _ = run_moves(moves_rows, model_params, sources)
-    copy = model_params["family"] == "copy"
+    copy = model_params["family"] in COPY_FAMILIES
     # copy: the per-broker throttle is both a leader (out) and a follower (in) quota; handover:
     # only the old owner's upload is capped (the new owner reads metadata).
     res = simulate(sim_moves, cap, cap if copy else None, concurrency, sharing=sharing,

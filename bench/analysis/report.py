@@ -224,12 +224,19 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
             if bw is None:
                 continue
             # The model's line for this cap at the group's median inputs at the request (copy: its
-            # ingest; handover: its tail and objects, which do not grow with the size).
+            # ingest; tiered copy: its ingest and the local tail it copies, at most the partition;
+            # handover: its tail and objects, which do not grow with the size).
             med = lambda k: statistics.median([float(m[k] or 0.0) for m in sel])  # noqa: E731
-            ys = [model.predict(x, bw, med("ingest_bytes_per_s"), med("unuploaded_bytes"), med("objects")) for x in grid]
+            fam = mdl.family(system)
+            copied = [m["copy_bytes_at_request"] for m in sel if m.get("copy_bytes_at_request") is not None]
+            tail_copy = statistics.median(copied) if fam == mdl.TIERED_COPY_MODEL and copied else None
+            ys = [model.predict(min(x, tail_copy) if tail_copy is not None else x, bw, med("ingest_bytes_per_s"),
+                                med("unuploaded_bytes"), med("objects")) for x in grid]
+            extra = ("" if fam == mdl.COPY_MODEL else
+                     (f", copies <= {format_bytes(tail_copy)}" if tail_copy is not None else "")
+                     if fam == mdl.TIERED_COPY_MODEL else f", tail {format_bytes(med('unuploaded_bytes'))}")
             ax.plot(grid, ys, color=_color(system), lw=1.3, ls=["-", "--", ":", "-."][i % 4], alpha=0.8,
-                    label=f"{_short(system)} model{cap}" + ("" if mdl.family(system) == mdl.COPY_MODEL else
-                                                            f", tail {format_bytes(med('unuploaded_bytes'))}"))
+                    label=f"{_short(system)} model{cap}{extra}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -243,8 +250,10 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     cap = ("Each point is one single-partition move (request to first ack served by the new owner); the repetitions of "
            "a configuration move about the same size, so their spread is the vertical scatter at that size. Lines: each "
            "system's fitted model at that cap and the measured moves' median ingest, tail and objects (copy: "
-           "c + B / (e x T - r); shared: c + tail / (u x L) + open cost per object; a run's cap is the lowest of its "
-           "replication throttle or object-store cap and the emulated links a move crosses). From " + _short_runs(runs) + ".")
+           "c + B / (e x T - r); tiered: c + L / (e x T - r), L = the local tail the leader named, at most the "
+           "partition: flat once the partition is larger than what stays local; shared: c + tail / (u x L) + open "
+           "cost per object; a run's cap is the lowest of its replication throttle or object-store cap and the "
+           "emulated links a move crosses). From " + _short_runs(runs) + ".")
     return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
 
 
@@ -722,9 +731,10 @@ def fig_rebalance(t) -> Figure:
     ax.legend(fontsize=8)
     cap = ("Cruise-Control-style execution simulated per cluster (bench/analysis/rebalance.py, on Spark): lognormal "
            "partition sizes, replicas move to the new brokers until each holds its share, "
-           f"{max(x['concurrency'] for x in sims)} concurrent moves per broker, the copy system throttled to 50 % of "
-           "each link, the shared system uploading tails of at most min(512 MiB, ingest x 10 s). Not measurements: the "
-           "models rest on " + _short_runs(runs) + ".")
+           f"{max(x['concurrency'] for x in sims)} concurrent moves per broker, the copy and tiered systems throttled "
+           "to 50 % of each link (the tiered one copying only what is not tiered: at most a 1 GiB segment + 30 s of "
+           "ingest, KIP-1023), the shared system uploading tails of at most min(512 MiB, ingest x 10 s). Not "
+           "measurements: the models rest on " + _short_runs(runs) + ".")
     return Figure("rebalance", "Cluster rebalance (simulated)", _png(fig), cap, runs)
 
 
@@ -736,9 +746,11 @@ FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_consumers, fig_link
 # Tables
 
 
-SAFETY_COLS = ("valid", "lost_writes", "duplicates", "reordering", "unexpected")
+SAFETY_COLS = ("valid", "lost_writes", "duplicates", "reordering", "unexpected", "lost_prefill")
 SAFETY_NOTE = ("Each check's verdict per run: pass, fail, or unknown (the check could not decide, e.g. no reads "
-               "to compare with; never counted as a pass). valid: every checker of the run together.")
+               "to compare with; never counted as a pass). valid: every checker of the run together. Lost prefill: "
+               "the verifying consumer read back fewer prefill records than were written (counted per partition; "
+               "with tiered storage most of the prefill is read from object storage).")
 
 
 def safety_rows(t) -> list[list[str]]:
@@ -784,7 +796,8 @@ def _link_fill(t) -> list[list[Any]]:
     return link_fill_rows(rows, _label)
 
 
-SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "failed checks"]
+SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "lost prefill",
+               "failed checks"]
 
 
 MEASURED_HEAD = "Measured at a glance"
@@ -881,9 +894,12 @@ def measured_lines(t) -> list[str]:
         ms = [m["move_seconds"] for m in mine if m["move_seconds"] is not None]
         if ms:
             sizes = [m["partition_bytes"] for m in mine if m["partition_bytes"]]
+            copied = [m["copy_bytes_at_request"] for m in mine if m.get("copy_bytes_at_request") is not None]
             out.append(f"**{_label(system)}**: {len(ms)} measured move(s) in {len({m['run_key'] for m in mine})} "
                        f"run(s), move_seconds median {fmt_spread(ms)} s for partitions of "
-                       f"{format_bytes(min(sizes)) if sizes else MISSING}–{format_bytes(max(sizes)) if sizes else MISSING}.")
+                       f"{format_bytes(min(sizes)) if sizes else MISSING}–{format_bytes(max(sizes)) if sizes else MISSING}"
+                       + (f"; {len(copied)} of them copied only the tail their leader named, "
+                          f"{format_bytes(min(copied))}–{format_bytes(max(copied))}" if copied else "") + ".")
     checks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for v in t["model_validation"]:
         if v.get("error_pct") is not None:
@@ -1068,7 +1084,7 @@ def render_html(t, figs: list[Figure], synthetic: list[str], model: dict[str, An
         f"<p>{_md_inline(LINK_FILL_NOTE)}</p>" + _html_table(LINK_FILL_HEAD, _link_fill(t)) if t["move_links"]
         else f"<p>{_md_inline(NO_LINKS)}</p>"))
     parts.append(f"<h2>Safety verdicts</h2><p>{_md_inline(SAFETY_NOTE)}</p>"
-                 + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6))
+                 + _html_table(SAFETY_HEAD, safety_rows(t), verdict_cols=(2, 3, 4, 5, 6, 7))
                  + "<ul>" + "".join(f"<li>{_md_inline(x)}</li>" for x in safety_counts(t)) + "</ul>")
     if t["outages"]:
         rows, runs = fault_rows(t)

@@ -9,8 +9,10 @@ The story of one run: ``partitions`` partitions under a steady produce load; at 
 partition is reassigned; the system's profile picks the story by its move-model family. Copy: the
 new replica fetches ``partition_bytes`` and what is written meanwhile at ``efficiency`` x the throttle
 (``t = fixed + B / (efficiency * throttle - ingest)``, the copy model's physics), then leadership moves
-(producers to that partition stall ``gap_s`` around the switch). Shared: the unuploaded tail is
-flushed at the object-store cap, then ownership moves. Latencies are
+(producers to that partition stall ``gap_s`` around the switch). Tiered copy: the same, but the
+new replica first fetches a little auxiliary state from object storage and the leader names the
+bytes it has to copy (``copy_start``): the local tail, ``min(partition, local_tail_bytes)``.
+Shared: the unuploaded tail is flushed at the object-store cap, then ownership moves. Latencies are
 lognormal; sends stalled by the switch are acked after it; a few time out (outcome ``info``).
 Generation is vectorised (numpy / pyarrow): 10 million rows take seconds.
 """
@@ -27,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.analysis.model import COPY_MODEL, HANDOVER_MODEL
+from bench.analysis.model import COPY_FAMILIES, HANDOVER_MODEL, TIERED_COPY_MODEL
 from bench.history.store import SCHEMA, HistoryWriter
 from systems.registry import NAMES, profile
 
@@ -36,11 +38,13 @@ T_BASE = 1_800_000_000.0
 
 @dataclass
 class SynthRun:
-    system: str  # a registered system of the copy or the shared move-model family
+    system: str  # a registered system of the copy, tiered copy or shared move-model family
     prefill_bytes: int = 8 * 2**20
     throttle_bytes_per_s: int | None = 4 * 2**20  # copy family: the bandwidth cap
     objstore_bytes_per_s: int | None = 16 * 2**20  # shared family: the bandwidth cap
     tail_bytes: int = 2 * 2**20  # shared family: unuploaded at the move
+    local_tail_bytes: int = 3 * 2**20  # tiered copy: not in object storage at the move (what is copied)
+    aux_state_bytes: int = 64 * 1024  # tiered copy: leader epochs + producer snapshot read from object storage
     message_bytes: int = 4096
     rate_msgs_per_s: float = 200.0
     duration_s: float = 30.0
@@ -55,12 +59,23 @@ class SynthRun:
 
     def __post_init__(self) -> None:
         family = profile(self.system).move_model
-        if family not in (COPY_MODEL, HANDOVER_MODEL):
+        if family not in (*COPY_FAMILIES, HANDOVER_MODEL):
             raise ValueError(f"no synthetic story for the {family!r} move-model family")
 
     @property
     def copy(self) -> bool:
-        return profile(self.system).move_model == COPY_MODEL
+        """A copy family (the whole log, or a tiered copy's local tail)."""
+        return profile(self.system).move_model in COPY_FAMILIES
+
+    @property
+    def tiered(self) -> bool:
+        return profile(self.system).move_model == TIERED_COPY_MODEL
+
+    @property
+    def copy_bytes(self) -> float:
+        """The bytes the new replica copies: the partition, or a tiered copy's local tail."""
+        b = self.partition_bytes_at_move
+        return min(b, float(self.local_tail_bytes)) if self.tiered else b
 
     @property
     def bandwidth_bytes_per_s(self) -> int | None:
@@ -69,8 +84,8 @@ class SynthRun:
     @property
     def move_seconds(self) -> float:
         if self.copy:
-            return self.fixed_s + self.partition_bytes_at_move / (self.efficiency * self.throttle_bytes_per_s
-                                                                  - self.ingest_bytes_per_s)
+            return self.fixed_s + self.copy_bytes / (self.efficiency * self.throttle_bytes_per_s
+                                                     - self.ingest_bytes_per_s)
         return self.fixed_s + self.tail_bytes / self.objstore_bytes_per_s
 
     @property
@@ -149,12 +164,24 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
     ev: list[tuple[float, str, dict[str, Any]]] = [
         (req, "action_start", {"action_id": 0, "action": "reassign", "topic": "hot", "partition": moved, "to": [3]}),
     ]
+    copied = min(pbytes, cfg.local_tail_bytes) if cfg.tiered else pbytes
     if cfg.copy:
-        copy_s = pbytes / (cfg.efficiency * cfg.throttle_bytes_per_s - cfg.ingest_bytes_per_s)
-        ev += [(req + copy_s, "move_phase", {"action_id": 0, "phase": "copy", "seconds": copy_s, "bytes": pbytes}),
-               (req + copy_s, "counter", {"action_id": 0, "name": "bytes_moved_inter_broker", "value": pbytes,
+        copy_s = copied / (cfg.efficiency * cfg.throttle_bytes_per_s - cfg.ingest_bytes_per_s)
+        if cfg.tiered:  # the leader names the start (the history vocabulary's copy_start), the
+            # new replica reads the auxiliary state of the last tiered segment
+            ev += [(req + 0.05, "copy_start", {"action_id": 0, "topic": "hot", "partition": moved, "replica": 3,
+                                               "offset": int((pbytes - copied) // cfg.message_bytes),
+                                               "bytes_to_copy": int(copied), "journal_event": "tiered_copy_from"}),
+                   (req + 0.1, "move_phase", {"action_id": 0, "phase": "tier.aux_state", "seconds": 0.05,
+                                              "bytes": cfg.aux_state_bytes}),
+                   (req + 0.1, "counter", {"action_id": 0, "name": "bytes_moved_objstore",
+                                           "value": cfg.aux_state_bytes, "broker": 3})]
+        ev += [(req + copy_s, "move_phase", {"action_id": 0, "phase": "copy", "seconds": copy_s, "bytes": copied}),
+               (req + copy_s, "counter", {"action_id": 0, "name": "bytes_moved_inter_broker", "value": copied,
                                           "broker": 3})]
         phases = {"copy": copy_s, "isr_join_and_elect": move_s - copy_s}
+        if cfg.tiered:
+            phases["tier.aux_state"] = 0.05
     else:
         flush_s = cfg.tail_bytes / cfg.objstore_bytes_per_s
         rest = move_s - flush_s
@@ -180,7 +207,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         "group": pa.nulls(ne, pa.string()), "member": pa.nulls(ne, pa.string()), "record_ts": pa.nulls(ne, pa.float64()),
     }, schema=SCHEMA))
     facts = {"t0": t0, "request_ts": req, "leader_change_ts": lc, "partition_bytes": pbytes, "phases": phases,
-             "move_seconds_model": move_s}
+             "move_seconds_model": move_s, "copy_bytes": copied if cfg.tiered else None}
     return pa.concat_tables(tables), facts
 
 
@@ -228,8 +255,11 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
                        if w["topic"] == m["topic"] and w["partition"] == m["partition"]), None)
             moves.append({"action_id": m["action_id"], "kind": m["action"], "topic": m["topic"],
                           "partition": m["partition"], "from": [1], "to": [3], "move_seconds": m["move_seconds"],
-                          "bytes_moved_inter_broker": facts["partition_bytes"] if cfg.copy else 0,
-                          "bytes_moved_objstore": 0 if cfg.copy else cfg.tail_bytes,
+                          "bytes_moved_inter_broker": (facts["copy_bytes"] or facts["partition_bytes"]) if cfg.copy
+                          else 0,
+                          "bytes_moved_objstore": (cfg.aux_state_bytes if cfg.tiered else 0) if cfg.copy
+                          else cfg.tail_bytes,
+                          "copy_bytes_at_request": facts["copy_bytes"],
                           "unavailable_seconds": un, "partition_bytes": facts["partition_bytes"],
                           "phases": facts["phases"]})
     run_id = f"synthetic-{cfg.system}-{cfg.prefill_bytes}-{cfg.seed}"
@@ -254,14 +284,15 @@ def write_sweep(root: str | Path, *, sizes: tuple[int, ...] = (4 * 2**20, 16 * 2
                 throttles: tuple[int, ...] = (4 * 2**20, 16 * 2**20), rate: float = 100.0,
                 duration_s: float = 20.0) -> list[Path]:
     """A small synthetic sweep over the registered systems: for every size, a copy-family system
-    gets a run per throttle, a shared-family system one run (its tail varies a little)."""
+    (the whole log or a tiered copy's local tail) gets a run per throttle, a shared-family system
+    one run (its tail varies a little)."""
     root = Path(root) / "synthetic-sweep" / "20300101T000000Z"
     out = []
     seed = 1
     for s in sizes:
         for system in NAMES:
             family = profile(system).move_model
-            if family == COPY_MODEL:
+            if family in COPY_FAMILIES:
                 for th in throttles:
                     cfg = SynthRun(system=system, prefill_bytes=s, throttle_bytes_per_s=th,
                                    rate_msgs_per_s=rate, duration_s=duration_s, seed=seed)

@@ -33,6 +33,7 @@ from bench.check.consumers import check_catch_up, check_consumer_gaps, check_del
 from bench.check.moves import check_bytes_moved, check_latency, check_move_seconds, check_unavailable_seconds
 from bench.check.safety import (
     check_duplicates,
+    check_lost_prefill,
     check_lost_writes,
     check_reordering,
     check_unexpected,
@@ -47,6 +48,7 @@ CHECKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "reordering": check_reordering,
     "unseen": check_unseen,
     "unexpected": check_unexpected,
+    "lost_prefill": check_lost_prefill,
     "move_seconds": check_move_seconds,
     "bytes_moved": check_bytes_moved,
     "unavailable_seconds": check_unavailable_seconds,
@@ -79,7 +81,7 @@ def check_all(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str
 
 __all__ = [
     "CHECKERS", "HistoryView", "check_all", "check_bytes_moved", "check_catch_up", "check_consumer_gaps",
-    "check_delivery", "check_duplicates", "check_end_to_end", "check_latency",
+    "check_delivery", "check_duplicates", "check_end_to_end", "check_latency", "check_lost_prefill",
     "check_lost_writes", "check_move_seconds", "check_reordering", "check_unavailable_seconds",
     "check_unexpected", "check_unseen",
 ]

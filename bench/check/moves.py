@@ -12,11 +12,13 @@ import pyarrow as pa
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
+    EVENT_COPY_START,
     EVENT_COUNTER,
     EVENT_LEADER_CHANGE,
     EVENT_LINK_SAMPLE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    FIELD_BYTES_TO_COPY,
     NODE_OBJSTORE,
     SOURCE_CLIENT,
     broker_node,
@@ -125,6 +127,24 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
         "actions": actions,
         "moves": moves,
     }
+
+
+def copy_start(v: HistoryView, action_id: Any, tp: tuple[str, int], added: Any = None) -> dict[str, Any] | None:
+    """Where the leader told the move's new replica to start copying (``copy_start``, a system
+    whose new replicas copy only part of the log): the first such event of the action and
+    partition from an added broker (``added``: the brokers the move adds; None: any replica).
+    -> ``{ts, replica, offset, bytes_to_copy}`` or None (the new replica copied from the log's
+    start: the whole partition)."""
+    for e in sorted(v.events_named(EVENT_COPY_START), key=lambda e: e.ts):
+        if _hashable(e.action_id) != action_id or _tp_of(e) != tp:
+            continue
+        if added and e.detail.get("replica") not in added:
+            continue
+        b = e.detail.get(FIELD_BYTES_TO_COPY)
+        if isinstance(b, (int, float)) and not isinstance(b, bool):
+            return {"ts": e.ts, "replica": e.detail.get("replica"), "offset": e.detail.get("offset"),
+                    "bytes_to_copy": _intish(float(b))}
+    return None
 
 
 def check_bytes_moved(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:

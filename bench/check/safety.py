@@ -7,8 +7,9 @@ import numpy as np
 import pyarrow as pa
 
 from bench.check.view import (
-    _FAIL, _INFO, _OK, EXAMPLES, HistoryView, _member, _runs, _tp_key, _tp_name, _uniq, _view,
+    _FAIL, _INFO, _OK, EXAMPLES, HistoryView, _member, _runs, _tp_key, _tp_name, _tp_of, _uniq, _view,
 )
+from bench.history.names import EVENT_PREFILL, EVENT_VERIFY
 
 
 VERDICTS = ("pass", "fail", "unknown")  # a checker's valid True / False / "unknown", in words
@@ -173,3 +174,39 @@ def check_unexpected(history: pa.Table | HistoryView, scenario: Any = None) -> d
             "examples": ids[:EXAMPLES].tolist()}
 
 
+
+
+def check_lost_prefill(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Lost prefill: the prefill's records (acked, counted per partition by the ``prefill``
+    events; not harness messages, so not tracked one by one) that the verifying consumer did not
+    read back (``verify`` events' ``prefill_read``, reading each partition from offset 0). Where the
+    prefill lives in object storage when the run ends (tiered storage: all but the local tail),
+    this is the check that reads it. valid False if a completely read partition has fewer prefill
+    records than were written; "unknown" if a prefilled partition was not read to its end; True
+    without a prefill. Counts only: a duplicate prefill record would hide one lost."""
+    v = _view(history, scenario)
+    written: dict[tuple[str, int], int] = {}
+    for e in v.events_named(EVENT_PREFILL):
+        tp, n = _tp_of(e), e.detail.get("messages")
+        if tp is not None and isinstance(n, int) and n > 0:
+            written[tp] = written.get(tp, 0) + n
+    if not written:
+        return {"valid": True, "note": "no prefill", "prefill_messages": 0, "lost_prefill_count": 0}
+    read = {_tp_of(e): e.detail for e in v.events_named(EVENT_VERIFY) if _tp_of(e) is not None}
+    lost: dict[str, int] = {}
+    unread = []
+    for tp, n in sorted(written.items()):
+        d = read.get(tp)
+        if d is None or not d.get("complete") or not isinstance(d.get("prefill_read"), int):
+            unread.append(f"{tp[0]}-{tp[1]}")
+        elif d["prefill_read"] < n:
+            lost[f"{tp[0]}-{tp[1]}"] = n - d["prefill_read"]
+    out = {"prefill_messages": sum(written.values()),
+           "prefill_read": sum(int(d.get("prefill_read") or 0) for tp, d in read.items() if tp in written),
+           "lost_prefill_count": sum(lost.values()) if lost or not unread else None,
+           "lost_by_partition": lost}
+    if lost:
+        return {"valid": False, **out}
+    if unread:
+        return {"valid": "unknown", "reason": f"not read to the end: {', '.join(unread[:EXAMPLES])}", **out}
+    return {"valid": True, **out}

@@ -13,17 +13,20 @@ clock). Shape::
      configuration: {system, label, brokers, replication_factor, min_insync_replicas, acks,
                      ack_meaning, throttle_bytes_per_s, throttle_rule, link_rate,
                      client_link_rate, object_store_link_rate, wal_batch_interval_ms,
-                     wal_upload_threshold_bytes},
+                     wal_upload_threshold_bytes, <the profile's describe()>,
+                     system_settings: <the profile's describe() again, apart>},
      params: {prefill_bytes_per_partition, replication_throttle_bytes_per_s,
               objstore_bandwidth_bytes_per_s, message_bytes, produce_rate_msgs_per_s, brokers,
               producers, duration_s, partitions, replication_factor, link_rate,
-              object_store_link_rate, client_link_rate, <every matrix key>},
+              object_store_link_rate, client_link_rate, <each system's own setting the scenario
+              sets (bench.scenario.OWN_SETTINGS)>, <every matrix key>},
      checks: <bench.checkers.check_all>,
      moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
               bytes_moved_inter_broker, bytes_moved_objstore, bytes_written_during_move (acked on the
               partition from the request to the leader change), bytes_moved_at_request,
               bytes_moved_during_move (bench.check.moves.split_bytes_moved), unavailable_seconds,
-              partition_bytes,
+              partition_bytes, copy_bytes_at_request (the bytes the leader told the new replica to
+              copy, tiered storage; null: it copied the whole log, bench.check.moves.copy_start),
               phases: {phase: seconds},
               links: {from_ts, to_ts, samples, nodes: {node: {role (source|target|objstore),
                       tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
@@ -69,7 +72,7 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all
-from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
+from bench.check.moves import copy_start, link_stats, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict, verdict_counts
 from bench.history.names import (
     COUNTER_INTER_BROKER,
@@ -95,7 +98,7 @@ from bench.check.view import _hashable, _tp_of
 from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
-from bench.scenario import FAULT_RECOVERY, Scenario, parse_scenario
+from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
 from workloads.messages import PRODUCER_ACKS, PRODUCER_LINGER_MS
 
 
@@ -122,6 +125,8 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
                                    if sc.profile.object_store is not None else None),
         "client_link_rate": sc.network.client_link_rate or sc.network.link_rate,
     }
+    # the systems' own settings where the scenario sets them (None: the system's default)
+    out.update({f: getattr(sc.system, f) for f in OWN_SETTINGS if getattr(sc.system, f) is not None})
     for k, v in (matrix or {}).items():
         out[k] = v
     return out
@@ -139,7 +144,7 @@ def throttle_rule(sc: Scenario) -> str | None:
 
 
 def configuration_of(sc: Scenario) -> dict[str, Any]:
-    """The settings a reader needs to judge whether two systems were compared on equal terms
+    """The settings a reader needs to judge whether the systems were compared on equal terms
     (the report's "configurations compared" table)."""
     wl, net, prof = sc.workload, sc.network, sc.profile
     rf = max(sc.replication_factor(t) for t in wl.topics)
@@ -158,6 +163,8 @@ def configuration_of(sc: Scenario) -> dict[str, Any]:
         "object_store_link_rate": (net.object_store_link_rate or net.link_rate) if has_store else None,
         "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None,
         **prof.describe(sc.settings()),
+        # the same, kept apart: the report's "system settings" column shows each system's own
+        "system_settings": prof.describe(sc.settings()),
     }
 
 
@@ -239,6 +246,8 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
         req = m.get("request_ts")
         lc = m.get("leader_change_ts")
         during = _acked_bytes_between(table, tp[0], tp[1], req, lc) if req is not None and lc is not None else None
+        added = set(entry.get("to") or ()) - set(entry.get("from") or ()) or None
+        start = copy_start(v, aid, tp, added)
         out.append({
             "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
             "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
@@ -254,6 +263,9 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "unavailable_seconds": unavail.get((aid, tp[0], tp[1])),
             "partition_bytes": prefill.get(tp, 0) + (_acked_bytes_before(table, tp[0], tp[1], req)
                                                      if req is not None else 0),
+            # the bytes the leader said the new replica had to copy (null: it copied from the
+            # log's start, the whole partition; bench.check.moves.copy_start)
+            "copy_bytes_at_request": start["bytes_to_copy"] if start else None,
             "phases": dict(sorted(phases.get((aid, tp), {}).items())),
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),

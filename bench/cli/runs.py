@@ -267,8 +267,8 @@ def add_parsers(sub, default_results: str = "results") -> None:
     f.add_argument("--stdout", action="store_true", help="print the section instead of writing it")
     f.set_defaults(func=cmd_faults_doc)
 
-    s = sub.add_parser("suite", help="the default suite (make bench): both systems, reassign-one x 2 sizes, "
-                                     "broker-loss; prints the comparison table")
+    s = sub.add_parser("suite", help="the default suite (make bench): every system the harness starts, "
+                                     "reassign-one x 4 sizes, broker-loss, consume-move; prints the comparison table")
     s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=[DEFAULT_SUITE])
     s.add_argument("--results", default=default_results)
     s.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated systems to include")

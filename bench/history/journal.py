@@ -23,6 +23,8 @@ journal record                            history event(s)
                                           ``meaning.phase_bytes``
 ``meaning.background_counters``           ``counter <name>`` (not a move's cost)
 ``move_phase``                            ``move_phase`` (as is)
+a record with a ``bytes_to_copy`` field   ``copy_start`` (a leader telling a new replica where its
+                                          copy starts: the bytes the move has to copy)
 any record about an internal topic        ``internal_topic`` (``__consumer_offsets``: the group
                                           coordinator's own log, not the scenario's data)
 anything else                             kept as is (same event name, fields in detail)
@@ -43,12 +45,14 @@ from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
     COUNTER_SENT_INTER_BROKER,
+    EVENT_COPY_START,
     EVENT_COUNTER,
     EVENT_INTERNAL_TOPIC,
     EVENT_JOURNAL_MALFORMED,
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    FIELD_BYTES_TO_COPY,
     INTERNAL_TOPIC_PREFIX,
 )
 from bench.history.store import event_row
@@ -160,6 +164,8 @@ def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = 
         return [counter(meaning.background_counters[name], rec.get("bytes"))]
     if name == "move_phase":
         return [row(EVENT_MOVE_PHASE)]
+    if isinstance(rec.get(FIELD_BYTES_TO_COPY), (int, float)) and not isinstance(rec.get(FIELD_BYTES_TO_COPY), bool):
+        return [row(EVENT_COPY_START)]
     return [row(name)]
 
 

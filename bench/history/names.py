@@ -42,6 +42,12 @@ EVENT_LEADER_CHANGE = "leader_change"
 EVENT_MOVE_COMPLETE = "move_complete"
 EVENT_MOVE_PHASE = "move_phase"  # {phase, seconds, bytes, action_id}
 EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
+# A leader tells a new replica where its copy starts, when that is not the log's start (tiered
+# storage: after the last tiered offset, or at the leader's local log start): a journal record
+# with a `bytes_to_copy` field {replica, offset, bytes_to_copy (the leader's local bytes from
+# there to its log end at that moment), ...its other fields}
+EVENT_COPY_START = "copy_start"
+FIELD_BYTES_TO_COPY = "bytes_to_copy"
 # The protocol observer (bench/run/observe.py: poll_protocol), on any cluster
 EVENT_REASSIGNMENT_LISTED = "reassignment_listed"  # ListPartitionReassignments shows it {replicas, adding, removing}
 EVENT_REASSIGNMENT_CLEARED = "reassignment_cleared"  # no longer listed {replicas, listed_seconds}

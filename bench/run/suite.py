@@ -1,8 +1,9 @@
-"""``python -m bench suite default`` (what ``make bench`` runs): both systems in their production
-configurations, ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the move
-models' held-out size check needs), ``broker-loss`` and ``consume-move`` (consumer groups across a
-move and a broker kill),
-every broker of both systems on its own 100mbit link, each configuration repeated
+"""``python -m bench suite default`` (what ``make bench`` runs): every system the harness starts
+(systems/registry.py ``LAUNCHED``: replication copy, tiered storage, shared storage) in its
+production configuration, ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the
+move models' held-out size check needs; a tiered move copies only its local tail at each of
+them), ``broker-loss`` and ``consume-move`` (consumer groups across a move and a broker kill),
+every broker of every system on its own 100mbit link, each configuration repeated
 (``REPETITIONS``) so the report can give medians with their spread; then a comparison table. Runs land in the usual places
 (``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
 ``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
@@ -17,6 +18,7 @@ from rich.console import Console
 from bench.run import runner
 from bench.scenario import load_scenario, resolve_scenario
 from systems.registry import LAUNCHED as NAMES
+from systems.registry import PROFILES
 from bench.check.summary import comparison_rows, print_comparison
 
 REPETITIONS = 3  # runs per configuration: the least that gives a median and a spread
@@ -55,7 +57,8 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
     (suite_dir / "suite.json").write_text(json.dumps(
         {"suite": name, "systems": chosen, "runs": [d for d, _ in done], "rows": comparison_rows(done)},
         indent=2, default=str) + "\n")
-    print_comparison(done, title=f"suite {name}: move time vs partition bytes (copy vs shared storage)")
+    print_comparison(done, title=f"suite {name}: move time vs partition bytes "
+                                 f"({' vs '.join(PROFILES[s].short for s in chosen)})")
     failed = [d for d, s in done if s.get("checks", {}).get("valid") is False or s.get("error")]
     if failed:
         console.print(f"[red]{len(failed)} run(s) failed or had failing checks:[/red] " + ", ".join(failed))

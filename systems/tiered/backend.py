@@ -20,7 +20,8 @@ storage.
 
 Journal events: tiered_upload, tiered_local_deleted, tiered_remote_deleted (background),
 tiered_copy_from (leader: where a replica starts and how many bytes it has to copy),
-tiered_replica_built (follower: the rebuild's time and bytes).
+tiered_replica_built (follower: the rebuild's time and bytes), tiered_read (leader: a block of
+tiered batches read from object storage for a fetch).
 """
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ class TieredPartition(ReplicaPartition):
     def __init__(self, backend: "TieredBackend", info: PartitionInfo, store):
         self.remote = RemoteLog(backend.store, backend.prefix, info.topic_id, info.partition,
                                 int(backend.broker.config["remote.log.read.block.bytes"]),
-                                notify=lambda: self.notify_data())
+                                notify=lambda: self.notify_data(),
+                                on_read=lambda offset, n: backend.broker.events.emit(
+                                    "tiered_read", topic=info.topic, partition=info.partition, offset=offset, bytes=n))
         super().__init__(backend, info, store)
         self._load_producer_snapshot()
 

@@ -70,7 +70,7 @@ PROFILE = SystemProfile(
         # tiered segment from object storage (KIP-405's auxiliary state), then copy the tail.
         phase_events={"tiered_replica_built": "tier"},
         phase_bytes={"aux_state_ms": "aux_state_bytes"},
-        background_counters={"tiered_upload": "objstore_upload_bytes"},
+        background_counters={"tiered_upload": "objstore_upload_bytes", "tiered_read": "objstore_read_bytes"},
     ),
     object_store=Service("object store", _start_object_store),
     config_defaults=DEFAULTS,

@@ -84,11 +84,12 @@ class RemoteLog:
     """The tiered segments of one partition, as this broker last listed them."""
 
     def __init__(self, store: ObjectStore, prefix: str, topic_id: str, partition: int, block_bytes: int,
-                 notify=lambda: None):
+                 notify=lambda: None, on_read=lambda offset, n: None):
         self.store = store
         self.dir = f"{prefix}/tiered/{topic_id}/{partition}/"
         self.block_bytes = block_bytes
         self.notify = notify  # wakes the partition's fetch waiters when a block arrives
+        self.on_read = on_read  # (offset, bytes) of each block read for a fetch
         self.segments: list[RemoteSegment] = []  # by base offset
         self.loaded = False  # listed at least once
         self._manifests: dict[str, RemoteSegment] = {}
@@ -215,6 +216,7 @@ class RemoteLog:
             lo, hi = idx.pos[i], idx.end_pos(j)
             data = await self.store.aget_range(seg.stem + ".log", lo, hi - lo)
             self.read_bytes += len(data)
+            self.on_read(offset, len(data))
             blk = Block(data, idx.bases[i:j], idx.lasts[i:j], [p - lo for p in idx.pos[i:j]])
             self._blocks[(seg.stem, blk.start)] = blk
             self._block_bytes += len(data)
