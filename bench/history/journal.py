@@ -23,8 +23,8 @@ journal record                            history event(s)
                                           ``meaning.phase_bytes``
 ``meaning.background_counters``           ``counter <name>`` (not a move's cost)
 ``move_phase``                            ``move_phase`` (as is)
-a record with a ``bytes_to_copy`` field   ``copy_start`` (a leader telling a new replica where its
-                                          copy starts: the bytes the move has to copy)
+``meaning.copy_start`` events             ``copy_start`` {bytes_to_copy = the named field}: a leader
+                                          telling a new replica where its copy starts
 any record about an internal topic        ``internal_topic`` (``__consumer_offsets``: the group
                                           coordinator's own log, not the scenario's data)
 anything else                             kept as is (same event name, fields in detail)
@@ -164,8 +164,8 @@ def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = 
         return [counter(meaning.background_counters[name], rec.get("bytes"))]
     if name == "move_phase":
         return [row(EVENT_MOVE_PHASE)]
-    if isinstance(rec.get(FIELD_BYTES_TO_COPY), (int, float)) and not isinstance(rec.get(FIELD_BYTES_TO_COPY), bool):
-        return [row(EVENT_COPY_START)]
+    if name in meaning.copy_start:
+        return [row(EVENT_COPY_START, **{FIELD_BYTES_TO_COPY: rec.get(meaning.copy_start[name])})]
     return [row(name)]
 
 

@@ -58,6 +58,8 @@ class JournalMeaning:
       walked (the open's object list); the phase's history row gets it as `objects`, the `n` of
       the move model's open(n_objects) term.
     - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
+    - `copy_start`: journal event -> the field with the bytes a new replica has to copy, where the
+      leader says a copy starts later than the log's start (tiered storage).
     """
 
     move_complete: Mapping[str, str] = field(default_factory=dict)
@@ -66,6 +68,7 @@ class JournalMeaning:
     phase_bytes: Mapping[str, str] = field(default_factory=dict)
     phase_objects: Mapping[str, str] = field(default_factory=dict)
     background_counters: Mapping[str, str] = field(default_factory=dict)
+    copy_start: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -781,6 +781,11 @@ class ReplicationBackend(Backend):
                 topic_id=p.topic_id, partition=p.index, leader_epoch=p.leader_epoch,
                 partition_epoch=p.info.partition_epoch, isr=isr)
             await self.broker.wait_metadata(res["offset"], timeout=10)
+            if self.broker.image.offset >= res["offset"] and p.pending_isr == isr:
+                # Answered, and what the controller committed is in the image now. Cleared here
+                # too, not only on a new partition epoch: a proposal the controller found already
+                # applied commits nothing, and a pending ISR left set would block every later one.
+                p.pending_isr = None
         except (RpcError, RpcUnavailable) as e:
             log.info("ISR change %s for %s-%d not applied: %s", isr, p.topic, p.index, e)
             p.pending_isr = None

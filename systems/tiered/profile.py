@@ -71,6 +71,7 @@ PROFILE = SystemProfile(
         phase_events={"tiered_replica_built": "tier"},
         phase_bytes={"aux_state_ms": "aux_state_bytes"},
         background_counters={"tiered_upload": "objstore_upload_bytes", "tiered_read": "objstore_read_bytes"},
+        copy_start={"tiered_copy_from": "bytes_to_copy"},
     ),
     object_store=Service("object store", _start_object_store),
     config_defaults=DEFAULTS,
