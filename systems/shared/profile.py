@@ -29,6 +29,10 @@ def _start_object_store(ctx):
     return start_object_store(ctx)
 
 
+# The object store service, also the tiered system's (one store for a three-way comparison).
+OBJECT_STORE = Service("object store", _start_object_store)
+
+
 PROFILE = SystemProfile(
     name="shared",
     label="shared storage (AutoMQ-style)",
@@ -55,6 +59,6 @@ PROFILE = SystemProfile(
         phase_objects={"open_ms": "data_objects", "replay_ms": "data_objects"},
         background_counters={"shared_upload": "objstore_upload_bytes"},
     ),
-    object_store=Service("object store", _start_object_store),
+    object_store=OBJECT_STORE,
     config_defaults=SETTINGS_DEFAULTS,
 )

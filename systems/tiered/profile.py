@@ -3,8 +3,9 @@ copies between brokers like the copy system, but only the part of the log not ye
 storage."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, Service, Settings, SystemProfile
+from systems.core.profile import JournalMeaning, Settings, SystemProfile
 from systems.replication import profile as replication
+from systems.shared import profile as shared
 from systems.tiered.settings import DEFAULTS
 
 MiB = 1 << 20
@@ -40,12 +41,6 @@ def describe(s: Settings) -> dict:
                                       else "leader's local log start (KIP-405)")}
 
 
-def _start_object_store(ctx):
-    from systems.shared.launch import start_object_store  # minio and SeaweedFS only when needed
-
-    return start_object_store(ctx)
-
-
 PROFILE = SystemProfile(
     name="tiered",
     label="tiered storage (Kafka KIP-405)",
@@ -73,6 +68,6 @@ PROFILE = SystemProfile(
         background_counters={"tiered_upload": "objstore_upload_bytes", "tiered_read": "objstore_read_bytes"},
         copy_start={"tiered_copy_from": "bytes_to_copy"},
     ),
-    object_store=Service("object store", _start_object_store),
+    object_store=shared.OBJECT_STORE,
     config_defaults=DEFAULTS,
 )
