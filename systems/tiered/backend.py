@@ -11,9 +11,10 @@ Remote log manager (every `remote.log.manager.task.interval.ms`, per partition o
 - the leader deletes tiered segments past `retention.bytes` / `retention.ms` (the log start moves).
 
 A follower fetching an offset the leader holds only in object storage gets
-OFFSET_MOVED_TO_TIERED_STORAGE. It asks the leader where to start (ListOffsets: the last tiered
-offset + 1 with KIP-1023's `follower.fetch.last.tiered.offset.enable`, else the leader's earliest
-local offset, KIP-405's default), reads the leader epochs and producer snapshot of the tiered
+OFFSET_MOVED_TO_TIERED_STORAGE; with KIP-1023's `follower.fetch.last.tiered.offset.enable` an
+empty replica (a move's new one) does not even try. It asks the leader where to start (ListOffsets:
+the last tiered offset + 1 with KIP-1023, else the leader's earliest local offset, KIP-405's
+default), reads the leader epochs and producer snapshot of the tiered
 segment just before that offset from object storage, starts its log there and copies only the
 rest from the leader. Reads of tiered offsets by consumers are served by the leader from object
 storage.
@@ -95,6 +96,16 @@ class TieredPartition(ReplicaPartition):
                 local_bytes=self.store.size_bytes, tiered_bytes=self.remote.size_bytes,
                 log_end_offset=self.log_end_offset)
         return offset, errors.NONE
+
+    def become_follower(self) -> None:
+        new_epoch = self._follow_epoch != self.info.leader_epoch
+        super().become_follower()
+        if new_epoch and self.log_end_offset == 0 and self.tiered and self.backend.from_last_tiered \
+                and 0 <= self.info.leader != self.broker_id:
+            # KIP-1023: an empty replica does not copy what is already tiered, even where the
+            # leader still holds it locally: it starts at the leader's earliest pending upload.
+            self.pending_rebuild = True
+            self.leader_log_start = -1
 
     def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         below = self.hw if upto is None else upto
@@ -335,6 +346,9 @@ class TieredBackend(ReplicationBackend):
                 ok = False
                 continue
             if p.closed or not p.pending_rebuild or p.leader_epoch != epoch:
+                continue
+            if start == p.log_end_offset == 0:
+                p.pending_rebuild = False  # nothing tiered yet: an empty replica copies from 0
                 continue
             p.start_at(start, epochs, producers)
             p.pending_rebuild = False
