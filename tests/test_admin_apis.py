@@ -413,3 +413,26 @@ def test_client_connected_events(repl):
     # once per connection: no (broker, peer address) twice among the probes' connections
     keys = [(e["source"], e["peer"]) for e in ev if e["client_id"].startswith("probe-")]
     assert len(keys) == len(set(keys))
+
+
+# -- tiered-storage topic configs on a cluster without tiered storage -----------------------------
+def test_remote_storage_refused_without_tiered_storage(repl):
+    """Kafka's names are known everywhere, but remote.storage.enable=true needs a cluster with
+    remote.log.storage.system.enable (the tiered system): INVALID_CONFIG with Kafka's message, on
+    create and on alter; a local retention above the total one is refused too."""
+    a = AdminClient({"bootstrap.servers": repl.bootstrap})
+    futs = a.create_topics([CNewTopic("rs", 1, 1, config={"remote.storage.enable": "true"}),
+                            CNewTopic("lr", 1, 1, config={"retention.bytes": "1000", "local.retention.bytes": "2000"}),
+                            CNewTopic("ok-local", 1, 1, config={"local.retention.bytes": "-2"})])
+    errs = {}
+    for name, f in futs.items():
+        try:
+            f.result(timeout=15)
+            errs[name] = None
+        except Exception as e:  # confluent_kafka.KafkaException
+            errs[name] = e.args[0]
+    assert errs["ok-local"] is None
+    assert errs["rs"].code() == KafkaError.INVALID_CONFIG and "Tiered Storage functionality is disabled" in errs["rs"].str()
+    assert errs["lr"].code() == KafkaError.INVALID_CONFIG and "local.retention.bytes" in errs["lr"].str()
+    with pytest.raises(AssertionError, match="Tiered Storage functionality is disabled"):
+        incremental_alter(repl, 2, "ok-local", {"remote.storage.enable": "true"})

@@ -195,6 +195,28 @@ def test_move_copies_only_the_local_tail(cluster, kip1023):
     _set_kip1023(cluster, True)
 
 
+def test_new_replica_skips_tiered_data_the_leader_still_holds(cluster):
+    """KIP-1023: an empty new replica starts after the last tiered offset even where the leader
+    still holds those segments locally (local retention not reached), so it copies only the part
+    not yet uploaded; as the new leader it serves the rest from object storage."""
+    topic = "tier-held"
+    _topic(cluster, topic, [1, 2, 3], local_retention_bytes=64 * MiB)
+    acked = _fill(cluster, topic, 600, tag="h")  # ~2.4 MiB: ~9 segments, all kept locally
+    wait_for(lambda: _metrics(cluster, 1, topic).get("highest_tiered_offset", -1) >= 300, 30, "segments tiered")
+    assert _metrics(cluster, 1, topic)["local_log_start_offset"] == 0
+    a = admin(cluster.bootstrap)
+    try:
+        a.alter_partition_reassignments({KTP(topic, 0): [4, 2, 3]})
+    finally:
+        a.close()
+    wait_for(lambda: _moved(cluster, topic, [4, 2, 3]), 60, "the move")
+    (built,) = _events(cluster, 4, "tiered_replica_built", topic)
+    start = _events(cluster, 1, "tiered_copy_from", topic)[-1]
+    assert built["from_offset"] == start["offset"] >= 300 and built["start"] == "last_tiered_offset"
+    assert _copied(cluster, 4, topic) < sum(len(m.value()) for m in acked) / 2
+    _check_all(cluster, topic, acked)
+
+
 @pytest.mark.parametrize("victim", ["target", "leader"])
 def test_kill_during_tiered_move_loses_nothing(cluster, victim):
     """kill -9 of the new replica (mid-copy of the tail) or of the leader during a throttled tiered

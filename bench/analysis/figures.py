@@ -138,6 +138,8 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     return {
         "move_seconds": _median([m.get("move_seconds") for m in moves]),
         "partition_bytes": _median([m.get("partition_bytes") for m in moves]),
+        # what the leader told a new replica to copy (tiered storage: the local tail; else null)
+        "copy_bytes_at_request": _median([m.get("copy_bytes_at_request") for m in moves]),
         "bytes_moved": _median(moved),
         "unavailable_seconds": max((m["unavailable_seconds"] for m in moves if _num(m.get("unavailable_seconds"))),
                                    default=None),
@@ -340,6 +342,7 @@ def _provenance_line(provs: list[dict[str, Any]], n_runs: int | None = None) -> 
 # (a throughput run has no move, a suite without faults no outage).
 RUN_COLUMNS = [
     ("move_seconds", "move_seconds", 1.0),
+    ("to copy at request MB", "copy_bytes_at_request", 1e-6),
     ("bytes moved MB", "bytes_moved", 1e-6),
     ("unavailable s", "unavailable_seconds", 1.0),
     ("p99 ack during move ms", "p99_during_move_ms", 1.0),
@@ -365,7 +368,11 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
         pre = c.get("prefill_bytes_per_partition")
         rf = f", RF {c['replication_factor']}" if c.get("replication_factor") else ""
         cells = [_cell(f.get(key), scale) for _, key, scale in cols]
-        lines.append(f"| {c['scenario']} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) else '-'} | "
+        # The configuration's matrix settings other than the system and the size (own columns).
+        shown = [kv for kv in str(c.get("config_id") or "").split("__")[1:]
+                 if not kv.startswith(("system.kind=", "prefill.bytes_per_partition="))]
+        scenario = f"{c['scenario']} ({', '.join(shown)})" if shown else c["scenario"]
+        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) else '-'} | "
                      f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | " + " | ".join(cells) + " |")
         provs += [r["provenance"] for r in c["runs"]]
     n = sum(len(c["runs"]) for c in configs)
