@@ -1,10 +1,14 @@
 """`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
 
   --execute [--throttle BYTES_PER_S] [--additional]   start the moves in a plan
-  --verify                                            per-partition status; clears
-                                                      throttles once all are done
+  --verify [--watch]                                  per-partition status, and for each
+                                                      move still going: target replicas,
+                                                      bytes to move and done, rate, ETA
+                                                      (bench/run/move_progress.py); --watch
+                                                      refreshes until done; clears throttles
+                                                      once all are done
   --cancel                                            cancel the plan's moves
-  --list                                              ongoing reassignments
+  --list                                              ongoing reassignments, with progress
   --generate --topics-to-move-json-file F --broker-list 1,2
                                                       propose a plan
 
@@ -18,11 +22,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import defaultdict
+from typing import Any
 
 from kafka import TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import KafkaError
+
+from bench.run import move_progress as mp
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -159,10 +167,64 @@ def clear_throttles(admin, brokers: list[int], topics: list[str], out) -> None:
         print(f"Clearing topic-level throttles on topic {t}", file=out)
 
 
-def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
-    """0 when every move is complete, 1 if one is still in progress or differs."""
+def _progress(admin, topics: set[str] | None, window_s: float) -> dict[tuple[str, int], mp.PartitionProgress]:
+    """Progress of the ongoing moves (of `topics`, or all): two observations `window_s` apart, so
+    the rate and ETA are over that window; one when nothing is moving."""
+    tracker = mp.Tracker(copies=mp.moves_copy_data(admin), window_s=window_s)
+    rows = tracker.update(mp.observe(admin, topics))
+    if rows and window_s > 0:
+        time.sleep(window_s)
+        rows = tracker.update(mp.observe(admin, topics))
+    return {(r.topic, r.partition): r for r in rows}
+
+
+def watch(admin, topics: set[str], interval_s: float, window_s: float, out=sys.stdout) -> None:
+    """Refresh the progress of the plan's moves every `interval_s` until none is ongoing: progress
+    bars on a terminal, a line per partition and refresh otherwise (logs, pipes)."""
+    tracker = mp.Tracker(copies=mp.moves_copy_data(admin), window_s=window_s)
+    if getattr(out, "isatty", lambda: False)():
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        bars = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[line]}"),
+                        console=Console(file=out), transient=False)
+        tasks: dict[tuple[str, int], Any] = {}
+        with bars:
+            while True:
+                rows = tracker.update(mp.observe(admin, topics))
+                for r in rows:
+                    key = (r.topic, r.partition)
+                    if key not in tasks:
+                        tasks[key] = bars.add_task(r.name, total=None, line="")
+                    bars.update(tasks[key], total=r.to_move_bytes or None, completed=r.done_bytes or 0,
+                                line=mp.describe(r).split(": ", 1)[1])
+                for key, task in tasks.items():
+                    if key not in {(r.topic, r.partition) for r in rows}:
+                        bars.update(task, completed=bars.tasks[task].total or 1, total=bars.tasks[task].total or 1,
+                                    line="complete")
+                if not rows:
+                    return
+                time.sleep(interval_s)
+    while True:
+        rows = tracker.update(mp.observe(admin, topics))
+        if not rows:
+            return
+        stamp = time.strftime("%H:%M:%S")
+        for r in rows:
+            print(f"{stamp} {r.name}: {mp.describe(r)}", file=out, flush=True)
+        time.sleep(interval_s)
+
+
+def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3.0, watch_s: float | None = None) -> int:
+    """0 when every move is complete, 1 if one is still in progress or differs. Each move still in
+    progress gets a line of progress: bytes to move and done, rate over `window_s` and an ETA.
+    `watch_s`: first refresh the progress every that many seconds until the moves are done."""
     admin = _admin(bootstrap)
     try:
+        topics = {p["topic"] for p in plan}
+        if watch_s is not None:
+            watch(admin, topics, watch_s, max(window_s, watch_s), out)
+        progress = _progress(admin, topics, window_s)
         ongoing = admin.list_partition_reassignments()
         current = current_assignment(admin, [p["topic"] for p in plan])
         print("Status of partition reassignment:", file=out)
@@ -172,6 +234,8 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
             key = (p["topic"], p["partition"])
             if TopicPartition(*key) in ongoing:
                 print(f"Reassignment of partition {name} is still in progress.", file=out)
+                if key in progress:
+                    print(f"  {mp.describe(progress[key])}", file=out)
                 done = False
             elif key not in current:
                 print(f"Partition {name} does not exist.", file=out)
@@ -207,15 +271,18 @@ def cancel(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
         admin.close()
 
 
-def list_ongoing(bootstrap: str, out=sys.stdout) -> int:
+def list_ongoing(bootstrap: str, out=sys.stdout, window_s: float = 3.0) -> int:
     admin = _admin(bootstrap)
     try:
+        progress = _progress(admin, None, window_s)
         ongoing = admin.list_partition_reassignments()
         if not ongoing:
             print("No partition reassignments found.", file=out)
         for tp, st in sorted(ongoing.items()):
             print(f"{tp.topic}-{tp.partition}: replicas: {st['replicas']}, adding: {st['adding_replicas']}, "
                   f"removing: {st['removing_replicas']}", file=out)
+            if (tp.topic, tp.partition) in progress:
+                print(f"  {mp.describe(progress[(tp.topic, tp.partition)])}", file=out)
         return 0
     finally:
         admin.close()
@@ -257,7 +324,7 @@ def run(args) -> int:
     verb = verbs[0]
     try:
         if verb == "list":
-            return list_ongoing(args.bootstrap_server)
+            return list_ongoing(args.bootstrap_server, window_s=args.window)
         if verb == "generate":
             if not args.topics_to_move_json_file or not args.broker_list:
                 raise PlanError("--generate needs --topics-to-move-json-file and --broker-list")
@@ -275,7 +342,8 @@ def run(args) -> int:
                 raise PlanError("--throttle must be a positive number of bytes per second")
             return execute(args.bootstrap_server, plan, args.throttle, args.additional)
         if verb == "verify":
-            return verify(args.bootstrap_server, plan)
+            return verify(args.bootstrap_server, plan, window_s=args.window,
+                          watch_s=args.interval if args.watch else None)
         return cancel(args.bootstrap_server, plan)
     except KafkaError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
@@ -291,6 +359,12 @@ def add_parser(sub) -> None:
         p.add_argument(f"--{verb}", action="store_true")
     p.add_argument("--throttle", type=int, metavar="BYTES_PER_S", help="with --execute: cap the move's traffic")
     p.add_argument("--additional", action="store_true", help="with --execute: add to ongoing reassignments")
+    p.add_argument("--watch", action="store_true",
+                   help="with --verify: refresh the moves' progress until they are done, then verify")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between refreshes")
+    p.add_argument("--window", type=float, default=3.0, metavar="S",
+                   help="with --verify/--list: seconds over which the rate and ETA are measured (two samples "
+                        "this far apart; 0: one sample, no rate)")
     p.add_argument("--topics-to-move-json-file", metavar="TOPICS.json")
     p.add_argument("--broker-list", metavar="1,2,3")
     p.set_defaults(func=run)
