@@ -26,8 +26,9 @@ README_DIR = "/tmp/locust-demo"  # the README's cluster directory: replaced by a
 
 def readme_block(name: str) -> str:
     """The shell commands of the README's ``locust-example:NAME`` block."""
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    m = re.search(rf"<!-- locust-example:{name} -->\s*```sh\n(.*?)```\s*<!-- /locust-example:{name} -->", text, re.S)
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(rf"<!-- locust-example:{name} -->\s*```sh\n(.*?)```\s*<!-- /locust-example:{name} -->", text, re.DOTALL)
     assert m, f"README.md has no locust-example:{name} block"
     return m.group(1)
 
@@ -85,7 +86,7 @@ def test_readme_headless_commands_run_verbatim_and_end_by_themselves(tmp_path):
     assert rc == 0, out[-3000:]
     assert len(out) < 200_000 and "Traceback" not in out, out[-3000:]
     # bash -x marks each command with "+ ": split the output per command.
-    parts = re.split(r"^\+ ", out, flags=re.M)
+    parts = re.split(r"^\+ ", out, flags=re.MULTILINE)
     produce = next(p for p in parts if p.startswith(LOCUST + " -f workloads/kafka_produce.py"))
     consume = next(p for p in parts if p.startswith(LOCUST + " -f workloads/kafka_consume.py"))
     assert "created topic events" in produce and "3 partition(s)" in produce, produce[-3000:]

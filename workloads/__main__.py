@@ -18,7 +18,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from locust import argument_parser as ap  # first: Locust's gevent monkey-patching, as in `locust`
+    import locust  # noqa: F401  (first: Locust's gevent monkey-patching, as the `locust` script does)
+    from locust import argument_parser as ap
 
     sys.argv = ["locust", *argv]
     # The parser Locust itself reads -f and -h with (same config files, same abbreviations).
