@@ -81,6 +81,10 @@ def test_verify_shows_progress_and_eta_of_a_throttled_copy(make_cluster, tmp_pat
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     t_start = time.monotonic()
+    # --watch alongside: refreshes until the move is done, then verifies (a pipe: a line per refresh).
+    watcher = subprocess.Popen([sys.executable, "-m", "bench", "reassign", "--bootstrap-server", c.bootstrap,
+                                "--reassignment-json-file", str(plan), "--verify", "--watch", "--interval", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     done_at: list[float] = []
 
     def watch_completion():
@@ -105,7 +109,7 @@ def test_verify_shows_progress_and_eta_of_a_throttled_copy(make_cluster, tmp_pat
             assert r.returncode == 0 or "is still in progress" in r.stdout, r.stdout + r.stderr
             continue
         done, total = float(m[1]) * UNIT[m[2]], float(m[3]) * UNIT[m[4]]
-        samples.append((time.monotonic(), done, total, float(m[5])))
+        samples.append((time.monotonic(), done, total, float(m[5]), m.string[m.string.rfind("\n", 0, m.start()) + 1:m.end()]))
     th.join(5)
     assert done_at, "the move did not complete within 120 s"
     assert len(samples) >= 3, samples
@@ -115,7 +119,16 @@ def test_verify_shows_progress_and_eta_of_a_throttled_copy(make_cluster, tmp_pat
     half = min(samples, key=lambda s: abs(s[1] / s[2] - 0.5))
     actual = done_at[0] - half[0]
     assert 0.35 < half[1] / half[2] < 0.65, samples
+    print(f"halfway: {half[1] / 1e6:.1f} of {half[2] / 1e6:.1f} MB, ETA {half[3]:.0f} s, actual {actual:.1f} s; "
+          f"move {done_at[0] - t_start:.1f} s after --execute; {len(samples)} samples\n{half[4]}")
     assert abs(half[3] - actual) <= 0.2 * actual, (half, actual, done_at[0] - t_start, samples)
+    try:
+        watched, _ = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+    lines = [m for m in LINE.finditer(watched)]
+    assert watcher.returncode == 0 and len(lines) >= 5, watched
+    assert "Reassignment of partition big-0 is completed." in watched, watched
     # Once complete: Kafka's line and the throttles cleared.
     r, _ = _verify(c, str(plan), "--window", "2")
     assert r.returncode == 0 and "Reassignment of partition big-0 is completed." in r.stdout

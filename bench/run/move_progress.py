@@ -117,7 +117,9 @@ class Tracker:
         out = []
         for tp in sorted(obs.ongoing):
             r = obs.ongoing[tp]
-            p = PartitionProgress(tp[0], tp[1], list(r["replicas"]), list(r["adding"]), list(r["removing"]),
+            # ListPartitionReassignments' replicas are the whole set while moving: target + removing.
+            target = [b for b in r["replicas"] if b not in r["removing"]]
+            p = PartitionProgress(tp[0], tp[1], target, list(r["adding"]), list(r["removing"]),
                                   copies=self.copies, phase=self._phase(obs, tp, r))
             if self.copies:
                 self._copy_progress(obs, tp, p)
