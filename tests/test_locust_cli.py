@@ -94,7 +94,7 @@ def test_readme_headless_commands_run_verbatim_and_end_by_themselves(tmp_path):
     rows = stats_rows(produce, "produce")
     assert rows and all(" 0(0.00%)" in r for r in rows), "\n".join(rows)
     final = rows[-1].split()
-    assert final[1] == "events" and int(final[2]) > 500, rows[-1]  # 10 s at 200/s
+    assert final[1] == "events" and int(final[2]) > 500, rows[-1]  # 5 s at 200/s
     assert "Shutting down (exit code 0)" in produce and "Shutting down (exit code 0)" in consume
     assert "Type     Name" in consume and stats_rows(consume, "consume"), consume[-3000:]
     assert not errors(out), errors(out)
