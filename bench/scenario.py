@@ -1066,6 +1066,23 @@ def _raise(source: str, errors: list[tuple[str, str]], prefix: str = "") -> typi
     raise ScenarioError("\n".join(lines), errors)
 
 
+def yaml_problem(exc: yaml.YAMLError, path: str | Path) -> str:
+    """One line for a YAML error, naming the file (PyYAML names a string it parsed
+    ``<unicode string>``) and the line and column of the problem and of its context."""
+    def at(mark) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return f"{path}: {exc}"
+    mark = exc.problem_mark or exc.context_mark
+    head = f"{path}, {at(mark)}" if mark is not None else str(path)
+    what = exc.problem or exc.context or "unreadable"
+    ctx = ""
+    if exc.context and exc.problem:
+        ctx = f" ({exc.context}" + (f" at {at(exc.context_mark)}" if exc.context_mark is not None else "") + ")"
+    return f"{head}: {what}{ctx}"
+
+
 def _parse_value(text: str) -> Any:
     # YAML scalar semantics, so `--set system.kind=shared`, `...=64MiB`, `...=true`, `...=[2]` work.
     try:
@@ -1122,11 +1139,13 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        _raise(source, [("<file>", f"cannot read: {exc.strerror or exc}")])
+        _raise(source, [("<file>", f"cannot read {path}: {exc.strerror or exc}")])
+    except UnicodeDecodeError as exc:
+        _raise(source, [("<file>", f"{path} is not UTF-8 text (byte {exc.start})")])
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
-        _raise(source, [("<file>", f"invalid YAML: {exc}")])
+        _raise(source, [("<file>", f"invalid YAML: {yaml_problem(exc, path)}")])
     if data is None:
         data = {}
     if isinstance(data, dict) and "name" not in data:

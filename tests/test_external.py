@@ -124,8 +124,9 @@ def test_unreachable_bootstrap_fails_fast_naming_it(tmp_path):
     t0 = time.monotonic()
     r = _bench("run", "reassign-one", "--external", "127.0.0.1:1", "--results", str(tmp_path), "--no-progress")
     assert r.returncode == 1, r.stderr
-    assert "no broker answered at 127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
-    assert time.monotonic() - t0 < 15  # 5 s of trying plus the interpreter's start
+    assert "no broker reachable at 127.0.0.1:1: tried 127.0.0.1:1 (TCP connect to 127.0.0.1: connection refused)" \
+        in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 5  # a refused port is said at once (issue 17)
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -76,20 +77,97 @@ def test_builtin_scenarios_listed(tmp_path):
 
 
 def test_list_marks_interrupted_runs(tmp_path):
-    """A run killed before its summary (kill -9) and one stopped by Ctrl-C are marked, not hidden."""
-    killed = tmp_path / "small" / "20260101T000000Z"
-    killed.mkdir(parents=True)
-    (killed / "scenario.yaml").write_text(yaml.safe_dump(SMALL))
-    stopped = tmp_path / "small" / "20260101T000100Z"
-    stopped.mkdir(parents=True)
-    (stopped / "scenario.yaml").write_text(yaml.safe_dump(SMALL))
-    (stopped / "summary.json").write_text(json.dumps({"run_id": "small", "system": "replication", "completed": False,
-                                                      "error": "KeyboardInterrupt: signal 15", "checks": {}}))
+    """Runs that did not complete are marked, with why they ended: from summary.json (`ended`,
+    or `error` for runs recorded before it), else from runner.json (bench.run.ending)."""
+    import psutil
+
+    def run_dir(stamp, summary=None, runner=None):
+        d = tmp_path / "small" / stamp
+        d.mkdir(parents=True)
+        (d / "scenario.yaml").write_text(yaml.safe_dump(SMALL))
+        if summary is not None:
+            (d / "summary.json").write_text(json.dumps({"run_id": stamp, "system": "replication", "checks": {},
+                                                        **summary}))
+        if runner is not None:
+            (d / "runner.json").write_text(json.dumps(runner))
+
+    run_dir("20260101T000000Z")  # kill -9 before runner.json existed
+    run_dir("20260101T000100Z", {"completed": False, "error": "KeyboardInterrupt: ", "ended": "interrupted: SIGINT"})
+    run_dir("20260101T000200Z", {"completed": False, "error": "KeyboardInterrupt: signal 15"})  # before `ended`
+    run_dir("20260101T000300Z", {"completed": False, "error": "RunError: prefill failed\nat offset 3",
+                                 "ended": "crashed: RunError: prefill failed"})
+    run_dir("20260101T000400Z", {"completed": True, "error": None, "ended": "completed"})
+    run_dir("20260101T000500Z", runner={"pid": 2 ** 22 + 1, "create_time": 1.0, "ended": None})  # gone
+    run_dir("20260101T000600Z", runner={"pid": 1, "create_time": 1.0, "ended": "interrupted: SIGTERM"})
+    me = psutil.Process()
+    run_dir("20260101T000700Z", runner={"pid": me.pid, "create_time": me.create_time(), "ended": None})
     r = _bench("list", "--results", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    out = " ".join(r.stdout.split())
-    assert out.count("│ interrupted (") == 2, r.stdout
-    assert "no summary.json" in out and "KeyboardInterrupt" in out
+    rows = {line.split("│")[1].strip(): line.split("│")[4].strip() for line in r.stdout.splitlines()
+            if line.startswith("│ ") and "/small/" in line}
+    assert rows == {
+        "20260101T000000Z": "killed (no summary)",
+        "20260101T000100Z": "interrupted: SIGINT",
+        "20260101T000200Z": "interrupted: SIGTERM",
+        "20260101T000300Z": "crashed: RunError: prefill failed",
+        "20260101T000400Z": "completed",
+        "20260101T000500Z": "killed (no summary)",
+        "20260101T000600Z": "interrupted: SIGTERM (no summary)",
+        "20260101T000700Z": f"running (pid {me.pid})",
+    }, r.stdout
+
+
+def test_how_a_run_ended_in_words():
+    from bench.run.ending import how_it_ended
+
+    assert how_it_ended(None) == "completed"
+    assert how_it_ended(KeyboardInterrupt()) == "interrupted: SIGINT"
+    assert how_it_ended(KeyboardInterrupt("SIGTERM")) == "interrupted: SIGTERM"
+    assert how_it_ended(ValueError("bad offset 3\nmore")) == "crashed: ValueError: bad offset 3"
+
+
+def test_ctrl_c_is_recorded_and_listed(tmp_path):
+    """A real `bench run` stopped with SIGINT (Ctrl-C) once its cluster is up: the runner cleans up,
+    writes its summary with ended "interrupted: SIGINT", and `bench list` shows it."""
+    import signal
+
+    data = json.loads(json.dumps(SMALL))
+    data["system"].update(brokers=1, replication_throttle_bytes_per_s=None)
+    data["workload"].update(topics=[{"name": "hot", "partitions": 1, "replication_factor": 1}], duration_s=120)
+    data.update(prefill={"bytes_per_partition": 0}, actions=[])
+    path = tmp_path / "ctrlc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    results = tmp_path / "results"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(path), "--results", str(results),
+                             "--no-progress"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run_dir = None
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list(results.glob("*/*/cluster.path"))
+            if found:
+                run_dir = found[0].parent
+                cluster_dir = Path(found[0].read_text().strip())
+                if (cluster_dir / "cluster.json").is_file():
+                    break
+            time.sleep(0.2)
+        assert run_dir is not None and proc.poll() is None, "the run did not start its cluster within 90 s"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 130, err.decode()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for pointer in results.glob("*/*/cluster.path"):  # whatever a failed teardown left, by PID
+            _bench("cluster", "clean", "--dir", str(pointer.parent))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ended"] == "interrupted: SIGINT" and summary["completed"] is False, summary
+    assert json.loads((run_dir / "runner.json").read_text())["ended"] == "interrupted: SIGINT"
+    r = _bench("list", "--results", str(results))
+    assert "interrupted: SIGINT" in r.stdout, r.stdout
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,10 +11,16 @@ Two ways to use it:
   ``environment.kafka_history`` and every message read becomes a history ``deliver`` row (with
   the group and member), which the checkers join to the ``send`` rows for end-to-end latency and
   at-least-once delivery per group.
-* **By hand**, against a running cluster (``python -m bench cluster start ...``)::
+* **By hand**, with Locust's own command line and web UI, against a running cluster
+  (``python -m bench cluster start ...``; README, "Load by hand: Locust")::
 
-      locust -f workloads/kafka_consume.py --headless --kafka-bootstrap 127.0.0.1:PORT \\
-          --kafka-topics hot --kafka-group readers --kafka-members 2 --kafka-duration-s 30
+      locust -f workloads/kafka_consume.py --kafka-bootstrap 127.0.0.1:PORT --kafka-topics events \\
+          --kafka-start earliest --headless -u 2 -t 10s
+
+  As in workloads/kafka_produce.py: a missing topic is created first, an unreachable cluster stops
+  the run at once with one line, ``-u``/``-t`` (default ``--kafka-members`` x ``--kafka-groups``,
+  ``--kafka-duration-s``) set the consumers (split over the groups) and the run time, the options
+  appear in the web UI's form and in ``python -m workloads -f workloads/kafka_consume.py --help``.
 
 Offsets (group mode): the member stores a message's offset only after it has been recorded,
 and librdkafka's auto-commit commits stored offsets (``enable.auto.offset.store=false``): a
@@ -22,6 +28,7 @@ member that dies re-reads from the last commit, never skips (at least once).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -31,51 +38,50 @@ if __package__ in (None, ""):  # `locust -f workloads/kafka_consume.py`: make th
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gevent
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 from locust import LoadTestShape, User, events
 
+import workloads.cli as _cli  # noqa: E402
 from workloads.messages import parse_headers  # noqa: E402
 from workloads.topics import parse_topics  # noqa: E402
 
 OPTION_DEFAULTS: dict[str, Any] = {
-    "kafka_bootstrap": "127.0.0.1:9092",
-    "kafka_topics": "events",
+    **_cli.COMMON_DEFAULTS,  # kafka_bootstrap, kafka_topics, kafka_duration_s, ...
     "kafka_group": "locust-consumers",  # "" = no group: partitions split over the members by hand
     "kafka_members": 1,  # consumer users per group
     "kafka_groups": 1,  # groups (ids <kafka_group>-<n> when more than one)
     "kafka_start": "latest",  # where a group without committed offsets starts: earliest | latest
-    "kafka_duration_s": 0.0,  # 0 = until stopped
     "kafka_consumer_config": "",  # JSON object of extra librdkafka settings
 }
-
-
-def _has_option(parser, flag: str) -> bool:
-    return any(flag in a.option_strings for a in parser._actions)
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser) -> None:
     g = parser.add_argument_group("kafka consumer (workloads/kafka_consume.py)")
     # Shared with workloads/kafka_produce.py: registered once when both files are loaded.
-    if not _has_option(parser, "--kafka-bootstrap"):
-        g.add_argument("--kafka-bootstrap", env_var="KAFKA_BOOTSTRAP", default=OPTION_DEFAULTS["kafka_bootstrap"],
-                       help="bootstrap servers host:port[,host:port]")
-    if not _has_option(parser, "--kafka-topics"):
-        g.add_argument("--kafka-topics", env_var="KAFKA_TOPICS", default=OPTION_DEFAULTS["kafka_topics"],
-                       help="topics to read: name[,name...]")
-    if not _has_option(parser, "--kafka-duration-s"):
-        g.add_argument("--kafka-duration-s", env_var="KAFKA_DURATION_S", type=float,
-                       default=OPTION_DEFAULTS["kafka_duration_s"], help="0 = until stopped")
-    g.add_argument("--kafka-group", env_var="KAFKA_GROUP", default=OPTION_DEFAULTS["kafka_group"],
-                   help="consumer group id (empty: no group, partitions split over the members by hand)")
-    g.add_argument("--kafka-groups", env_var="KAFKA_GROUPS", type=int, default=OPTION_DEFAULTS["kafka_groups"],
-                   help="number of groups (ids GROUP-0, GROUP-1, ... when more than one)")
-    g.add_argument("--kafka-members", env_var="KAFKA_MEMBERS", type=int, default=OPTION_DEFAULTS["kafka_members"],
-                   help="consumer users per group")
-    g.add_argument("--kafka-start", env_var="KAFKA_START", choices=["earliest", "latest"],
-                   default=OPTION_DEFAULTS["kafka_start"], help="where a group without committed offsets starts")
-    g.add_argument("--kafka-consumer-config", env_var="KAFKA_CONSUMER_CONFIG",
-                   default=OPTION_DEFAULTS["kafka_consumer_config"], help="JSON of extra librdkafka settings")
+    _cli.add_common_options(parser, g)
+    add = _cli.add_option
+    add(g, "--kafka-group", env_var="KAFKA_GROUP", default=OPTION_DEFAULTS["kafka_group"],
+        help="consumer group id (empty: no group, partitions split over the members by hand)")
+    add(g, "--kafka-groups", env_var="KAFKA_GROUPS", type=int, default=OPTION_DEFAULTS["kafka_groups"],
+        help="number of groups (ids GROUP-0, GROUP-1, ... when more than one); the users are split over them")
+    # In the web UI the form's own "Number of users" sets it (-u/--users on the command line).
+    add(g, "--kafka-members", env_var="KAFKA_MEMBERS", type=int, default=OPTION_DEFAULTS["kafka_members"], web=False,
+        help="consumer users per group, unless -u/--users is given (then -u / --kafka-groups)")
+    add(g, "--kafka-start", env_var="KAFKA_START", choices=["earliest", "latest"],
+        default=OPTION_DEFAULTS["kafka_start"], help="where a group without committed offsets starts")
+    add(g, "--kafka-consumer-config", env_var="KAFKA_CONSUMER_CONFIG",
+        default=OPTION_DEFAULTS["kafka_consumer_config"], help="JSON object of extra librdkafka settings")
+
+
+def default_users(o) -> int:
+    """Consumer users when -u is not given: ``--kafka-members`` x ``--kafka-groups``."""
+    return max(1, int(o.kafka_members)) * max(1, int(o.kafka_groups))
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    _cli.on_init(environment, default_users)
 
 
 def options(**overrides: Any):
@@ -117,15 +123,37 @@ class KafkaConsumerUser(User):
         o = self.environment.parsed_options or options()
         self.o = o
         self.index = next(_user_seq)
+        self.consumer: Consumer | None = None
+        self.failed = False
+        self.member = f"u{self.index}"
+        try:
+            self._start(o)
+        except Exception as exc:
+            # Not retried, not a traceback per user: a consumer that cannot start ends the run.
+            self.failed = True
+            _cli.stop_run(self.environment, f"consumer {self.member} cannot start: {_cli.describe(exc)}")
+
+    def _own_plan(self, o) -> dict:
+        """Without the harness's plan: the users split over ``--kafka-groups`` groups (Locust's -u,
+        else ``--kafka-members`` each); without a group id, each member reads its share of the
+        partitions (found by the preflight) from ``--kafka-start``."""
+        groups = max(1, int(o.kafka_groups))
+        users = getattr(o, "num_users", None) or max(1, int(o.kafka_members)) * groups
+        members = max(1, math.ceil(int(users) / groups))
+        g, k = self.index // members % groups, self.index % members
+        group = o.kafka_group if groups <= 1 or not o.kafka_group else f"{o.kafka_group}-{g}"
+        topics = [t for t, _, _ in parse_topics(o.kafka_topics)]
+        me = {"group": group or None, "member": f"m{k}", "topics": topics, "assign": None}
+        if not group:
+            known = getattr(self.environment, "kafka_partitions", None) or {}
+            start = OFFSET_BEGINNING if o.kafka_start == "earliest" else OFFSET_END
+            tps = [(t, p) for t in topics for p in range(int(known.get(t) or 0))]
+            me["assign"] = [(t, p, start) for i, (t, p) in enumerate(tps) if i % members == k]
+        return me
+
+    def _start(self, o) -> None:
         plan = getattr(self.environment, "kafka_consumers", None)
-        if plan is not None:
-            me = plan[self.index % len(plan)]
-        else:
-            members = max(1, int(o.kafka_members))
-            g = self.index // members % max(1, int(o.kafka_groups))
-            group = o.kafka_group if int(o.kafka_groups) <= 1 or not o.kafka_group else f"{o.kafka_group}-{g}"
-            me = {"group": group or None, "member": f"m{self.index % members}",
-                  "topics": [t for t, _, _ in parse_topics(o.kafka_topics)], "assign": None}
+        me = plan[self.index % len(plan)] if plan is not None else self._own_plan(o)
         self.group_id, self.member, self.topics = me["group"], me["member"], list(me["topics"])
         self.set_name = me.get("set")
         # By hand (`assign`): the member never joins its group (the id only labels its rows) and
@@ -147,7 +175,7 @@ class KafkaConsumerUser(User):
         self.delivered = 0
         self.delivered_bytes = 0
         self.errors = 0
-        self.consumer: Consumer | None = Consumer(conf)
+        self.consumer = Consumer(conf)
         # A catch-up reader waits with its partitions paused until the harness says go (the load
         # started), so its catch-up overlaps the load and the actions.
         self.go = getattr(self.environment, "kafka_go", None) if me.get("wait_for_go") else None
@@ -182,10 +210,18 @@ class KafkaConsumerUser(User):
                                          "partitions": [[tp.topic, tp.partition] for tp in partitions]}})
 
     def tick(self) -> None:
-        c = self.consumer
-        if c is None:
-            gevent.sleep(self.tick_s)
+        if self.consumer is None or self.failed:  # closed, or it could not start / failed: the run is ending
+            gevent.sleep(0.1)
             return
+        try:
+            self._tick()
+        except Exception as exc:
+            # A bug or an unexpected client error: one line and the run ends, never a loop of tracebacks.
+            self.failed = True
+            _cli.stop_run(self.environment, f"consumer {self.member}: {_cli.describe(exc)}")
+
+    def _tick(self) -> None:
+        c = self.consumer
         if self.go is not None and self.go.is_set():
             self.go = None
             c.resume([TopicPartition(t, p) for t, p in sorted(self.assigned)])
@@ -255,12 +291,15 @@ class KafkaConsumerUser(User):
 
 
 class ConsumerShape(LoadTestShape):
-    """All consumers at once, for ``--kafka-duration-s`` (0 = until stopped)."""
+    """All consumers at once: Locust's -u / -r / -t or the web UI's fields (``use_common_options``),
+    defaulting to ``--kafka-members`` x ``--kafka-groups`` and ``--kafka-duration-s`` (0 = until
+    stopped)."""
+
+    use_common_options = True
 
     def tick(self):
         o = getattr(self.runner.environment, "parsed_options", None) or options()
-        duration = float(o.kafka_duration_s)
-        if duration and self.get_run_time() >= duration:
+        users, spawn_rate, duration = _cli.run_settings(o, default_users)
+        if duration and self.get_run_time() >= duration and not _cli.preflight_running(self):
             return None
-        users = max(1, int(o.kafka_members)) * max(1, int(o.kafka_groups))
-        return (users, float(users))
+        return (users, spawn_rate)

@@ -7,15 +7,23 @@ Two ways to use it:
 * **The harness** (``bench/run/load.py``) drives it as a library with a ``LocalRunner``; it sets
   ``environment.kafka_history`` (anything with ``extend(rows)``, e.g. a
   :class:`bench.history.HistoryWriter`) and every send attempt becomes a history ``send`` row.
-* **By hand**, against a running cluster (``python -m bench cluster start ...``)::
+* **By hand**, with Locust's own command line and web UI, against a running cluster
+  (``python -m bench cluster start ...``; README, "Load by hand: Locust")::
 
-      locust -f workloads/kafka_produce.py --headless --kafka-bootstrap 127.0.0.1:PORT \\
-          --kafka-topics hot:2 --kafka-rate 1000 --kafka-users 2 --kafka-duration-s 30
+      locust -f workloads/kafka_produce.py --kafka-bootstrap 127.0.0.1:PORT --kafka-topics events:3 \\
+          --kafka-rate 200 --headless -u 2 -t 10s
 
-  Every ``--kafka-*`` option can also be given as an environment variable (``KAFKA_BOOTSTRAP``,
-  ``KAFKA_TOPICS``, ``KAFKA_RATE``, ...). With the web UI (no ``--headless``) the options appear
-  in the start form. The shape (``ScenarioShape``) starts ``--kafka-users`` producers and ends the
-  test after ``--kafka-duration-s`` (0 = run until stopped).
+  A topic of ``--kafka-topics`` that does not exist is created first (with the partitions it
+  names; ``--kafka-replication-factor``, default the cluster's); an unreachable cluster or a topic
+  that cannot be used stops the run at once with one line (exit code 1). ``-u``/``-r``/``-t`` set
+  the producers, their spawn rate and the run time (defaults ``--kafka-users``, all at once,
+  ``--kafka-duration-s``); the shape (``ScenarioShape``) paces them to ``--kafka-rate`` over time
+  (``--kafka-shape``). Every ``--kafka-*`` option can also be given as an environment variable
+  (``KAFKA_BOOTSTRAP``, ``KAFKA_TOPICS``, ``KAFKA_RATE``, ...) and appears in the web UI's start
+  form (no ``--headless``; ``--kafka-users`` and ``--kafka-duration-s`` as the form's own users
+  and run time). ``locust -f ... --help`` does not list them (Locust prints its help
+  before it imports the locustfile); ``python -m workloads -f workloads/kafka_produce.py --help``
+  does (workloads/__main__.py).
 
 Messages: the value is ``message_bytes`` of filler; headers ``id`` (the message id, unique per
 process and increasing in send order per producer) and ``p`` (the producer's name) let the
@@ -45,6 +53,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from locust import User, events
 from locust.env import Environment
 
+import workloads.cli as _cli
 import workloads.shapes as _shapes  # module import: keeps shape classes out of this namespace
 
 from workloads.messages import (  # noqa: E402,F401
@@ -61,8 +70,7 @@ FAIL_CODES = frozenset({
 })
 
 OPTION_DEFAULTS: dict[str, Any] = {
-    "kafka_bootstrap": "127.0.0.1:9092",
-    "kafka_topics": "events",  # name[:partitions[:producers]],... (partitions looked up if omitted)
+    **_cli.COMMON_DEFAULTS,  # kafka_bootstrap, kafka_topics (name[:partitions[:producers]],...), ...
     "kafka_message_bytes": 4096,
     "kafka_rate": 1000.0,  # total msgs/s over all users; 0 = as fast as the client queue takes
     "kafka_users": 1,
@@ -72,7 +80,6 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "kafka_burst_every_s": None,
     "kafka_burst_factor": None,
     "kafka_burst_s": None,
-    "kafka_duration_s": 0.0,  # 0 = until stopped
     "kafka_drain_s": 20.0,  # on stop: wait this long for outstanding acks, then purge
     "kafka_producer_config": "",  # JSON object of extra librdkafka settings
 }
@@ -81,29 +88,42 @@ OPTION_DEFAULTS: dict[str, Any] = {
 @events.init_command_line_parser.add_listener
 def _add_options(parser) -> None:
     g = parser.add_argument_group("kafka producer (workloads/kafka_produce.py)")
-    g.add_argument("--kafka-bootstrap", env_var="KAFKA_BOOTSTRAP", default=OPTION_DEFAULTS["kafka_bootstrap"],
-                   help="bootstrap servers host:port[,host:port]")
-    g.add_argument("--kafka-topics", env_var="KAFKA_TOPICS", default=OPTION_DEFAULTS["kafka_topics"],
-                   help="topics to produce to: name[:partitions[:producers]],... (with producers given for "
-                        "every topic, each user produces to one topic only; users = their sum)")
-    g.add_argument("--kafka-message-bytes", env_var="KAFKA_MESSAGE_BYTES", type=int,
-                   default=OPTION_DEFAULTS["kafka_message_bytes"])
-    g.add_argument("--kafka-rate", env_var="KAFKA_RATE", type=float, default=OPTION_DEFAULTS["kafka_rate"],
-                   help="total target msgs/s over all users (0 = as fast as possible)")
-    g.add_argument("--kafka-users", env_var="KAFKA_USERS", type=int, default=OPTION_DEFAULTS["kafka_users"],
-                   help="producer users the shape starts")
-    g.add_argument("--kafka-key-distribution", env_var="KAFKA_KEY_DISTRIBUTION",
-                   choices=["none", "uniform", "zipf"], default=OPTION_DEFAULTS["kafka_key_distribution"])
-    g.add_argument("--kafka-shape", env_var="KAFKA_SHAPE", choices=["steady", "ramp", "burst"],
-                   default=OPTION_DEFAULTS["kafka_shape"])
-    for opt, env in (("ramp-s", "KAFKA_RAMP_S"), ("burst-every-s", "KAFKA_BURST_EVERY_S"),
-                     ("burst-factor", "KAFKA_BURST_FACTOR"), ("burst-s", "KAFKA_BURST_S")):
-        g.add_argument(f"--kafka-{opt}", env_var=env, type=float, default=None)
-    g.add_argument("--kafka-duration-s", env_var="KAFKA_DURATION_S", type=float,
-                   default=OPTION_DEFAULTS["kafka_duration_s"], help="0 = until stopped")
-    g.add_argument("--kafka-drain-s", env_var="KAFKA_DRAIN_S", type=float, default=OPTION_DEFAULTS["kafka_drain_s"])
-    g.add_argument("--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
-                   default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON of extra librdkafka settings")
+    _cli.add_common_options(parser, g)
+    add = _cli.add_option
+    add(g, "--kafka-message-bytes", env_var="KAFKA_MESSAGE_BYTES", type=int,
+        default=OPTION_DEFAULTS["kafka_message_bytes"], help="size of each message's value")
+    add(g, "--kafka-rate", env_var="KAFKA_RATE", type=float, default=OPTION_DEFAULTS["kafka_rate"],
+        help="total target msgs/s over all users (0 = as fast as possible)")
+    # In the web UI the form's own "Number of users" sets it (-u/--users on the command line).
+    add(g, "--kafka-users", env_var="KAFKA_USERS", type=int, default=OPTION_DEFAULTS["kafka_users"], web=False,
+        help="producer users, unless -u/--users is given (with producers per topic: their sum)")
+    add(g, "--kafka-key-distribution", env_var="KAFKA_KEY_DISTRIBUTION", choices=["none", "uniform", "zipf"],
+        default=OPTION_DEFAULTS["kafka_key_distribution"],
+        help="none: no key, partitions round-robin; uniform / zipf: keys from 100,000 / 1,000 (zipf s=1.1)")
+    add(g, "--kafka-shape", env_var="KAFKA_SHAPE", choices=["steady", "ramp", "burst"],
+        default=OPTION_DEFAULTS["kafka_shape"], help="how --kafka-rate varies over time")
+    for opt, env, what in (("ramp-s", "KAFKA_RAMP_S", "ramp: seconds from 0 to --kafka-rate"),
+                           ("burst-every-s", "KAFKA_BURST_EVERY_S", "burst: period in seconds"),
+                           ("burst-factor", "KAFKA_BURST_FACTOR", "burst: rate multiplier during a burst"),
+                           ("burst-s", "KAFKA_BURST_S", "burst: seconds of each burst")):
+        add(g, f"--kafka-{opt}", env_var=env, type=float, default=None, help=what)
+    add(g, "--kafka-drain-s", env_var="KAFKA_DRAIN_S", type=float, default=OPTION_DEFAULTS["kafka_drain_s"],
+        help="on stop: wait this long for outstanding acks, then purge")
+    add(g, "--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
+        default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON object of extra librdkafka settings")
+
+
+def default_users(o) -> int:
+    """Producer users when -u is not given: ``--kafka-users``, or the sum of the producers per topic."""
+    topics = parse_topics(o.kafka_topics)
+    if topics and topics[0][2] is not None:
+        return sum(t[2] for t in topics)
+    return max(1, int(o.kafka_users))
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    _cli.on_init(environment, default_users)
 
 
 def options(**overrides: Any):
@@ -156,8 +176,19 @@ class KafkaProducerUser(User):
         if o is None:
             o = options()
         self.o = o
+        self.producer: Producer | None = None
+        self.failed = False
+        self.draining = False
         self.index = next(_user_seq)
         self.pname = f"p{self.index}"
+        try:
+            self._start(o)
+        except Exception as exc:
+            # Not retried, not a traceback per user: a producer that cannot start ends the run.
+            self.failed = True
+            _cli.stop_run(self.environment, f"producer {self.pname} cannot start: {_cli.describe(exc)}")
+
+    def _start(self, o) -> None:
         self.pname_b = self.pname.encode()
         self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
         self.size = len(self.payload)
@@ -175,7 +206,7 @@ class KafkaProducerUser(User):
             import json
 
             conf.update(json.loads(o.kafka_producer_config))
-        self.producer: Producer | None = Producer(conf)
+        self.producer = Producer(conf)
         self.sink = getattr(self.environment, "kafka_history", None)
         self.rows: list[dict] = []
         self.stats = getattr(self.environment, "kafka_stats", None)
@@ -183,11 +214,16 @@ class KafkaProducerUser(User):
         own = topic_of_user(topics, self.index)
         if own is not None:
             topics = [topics[own]]
+        known = getattr(self.environment, "kafka_partitions", None) or {}  # Locust's command line: preflight
         resolved = []
         for name, n, _ in topics:
+            n = n or known.get(name)
             if n is None:
                 md = self.producer.list_topics(name, timeout=10)  # once, at start
-                n = len(md.topics[name].partitions)
+                t = md.topics.get(name)
+                n = len(t.partitions) if t is not None and t.error is None else 0
+            if n <= 0:
+                raise _cli.SetupError(f"topic {name} does not exist at {o.kafka_bootstrap}")
             resolved.append((name, n))
         self.topics = [t for t, _ in resolved]
         self.tps = [(t, p) for t, n in resolved for p in range(n)]
@@ -197,7 +233,6 @@ class KafkaProducerUser(User):
         self.credit = 0.0
         self.last = time.monotonic()
         self.t0 = time.monotonic()
-        self.draining = False
         _active.append(self)
 
     # -- sending ---------------------------------------------------------------------------
@@ -263,10 +298,18 @@ class KafkaProducerUser(User):
             self.sink.extend(rows)
 
     def tick(self) -> None:
-        p = self.producer
-        if p is None:
-            gevent.sleep(self.tick_s)
+        if self.producer is None or self.failed:  # drained, or it could not start / failed: the run is ending
+            gevent.sleep(0.1)
             return
+        try:
+            self._tick()
+        except Exception as exc:
+            # A bug or an unexpected client error: one line and the run ends, never a loop of tracebacks.
+            self.failed = True
+            _cli.stop_run(self.environment, f"producer {self.pname}: {_cli.describe(exc)}")
+
+    def _tick(self) -> None:
+        p = self.producer
         if not self.draining:
             now = time.monotonic()
             rate = self._rate()
@@ -334,13 +377,28 @@ def drain_all(timeout_s: float) -> int:
     return sum(j.value or 0 for j in jobs)
 
 
+def _number(v: Any) -> float | None:
+    """An optional number option: None, or a string from the web UI's form ("" = not set)."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    return float(v)
+
+
 class ScenarioShape(_shapes.RateShape):
-    """The shape ``locust -f`` picks up: kind, rate, users and duration from the options."""
+    """The shape ``locust -f`` picks up: ``--kafka-shape`` and ``--kafka-rate`` (with its ramp or
+    burst settings) over time; users, spawn rate and run time from Locust's -u / -r / -t or the
+    web UI's fields (``use_common_options``), defaulting to ``--kafka-users``, all at once and
+    ``--kafka-duration-s``. Read again at every start (the web UI may have changed them)."""
 
     abstract = False
+    use_common_options = True
 
     def __init__(self) -> None:
         super().__init__(0.0, None)
+        self._configured = False
+
+    def reset_time(self) -> None:  # Locust calls it when a run starts
+        super().reset_time()
         self._configured = False
 
     def _configure(self) -> None:
@@ -348,11 +406,10 @@ class ScenarioShape(_shapes.RateShape):
         o = getattr(env, "parsed_options", None) or options()
         self.kind = o.kafka_shape
         self.rate = float(o.kafka_rate)
-        self.users = max(1, int(o.kafka_users))
-        self.duration_s = float(o.kafka_duration_s) or None
-        self.params = {k: v for k, v in (("ramp_s", o.kafka_ramp_s), ("burst_every_s", o.kafka_burst_every_s),
-                                         ("burst_factor", o.kafka_burst_factor), ("burst_s", o.kafka_burst_s))
-                       if v is not None}
+        self.users, self.spawn_rate, self.duration_s = _cli.run_settings(o, default_users)
+        self.params = {k: _number(v) for k, v in (("ramp_s", o.kafka_ramp_s), ("burst_every_s", o.kafka_burst_every_s),
+                                                  ("burst_factor", o.kafka_burst_factor), ("burst_s", o.kafka_burst_s))
+                       if _number(v) is not None}
         self._configured = True
 
     def rate_at(self, t: float | None = None) -> float:
@@ -363,4 +420,8 @@ class ScenarioShape(_shapes.RateShape):
     def tick(self):
         if not self._configured:
             self._configure()
-        return super().tick()
+        if _cli.preflight_running(self):
+            return (self.users, self.spawn_rate)
+        if super().tick() is None:
+            return None
+        return (self.users, self.spawn_rate)

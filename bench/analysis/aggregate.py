@@ -44,7 +44,7 @@ from bench.check.moves import (
 from bench.check.safety import VERDICTS, verdict, verdict_counts
 from bench.check.view import UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView
 from bench.history.names import (EVENT_CONSUMERS_READY, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_MOVE_COMPLETE,
-                                 EVENT_MOVE_PHASE)
+                                 EVENT_MOVE_PHASE, EVENT_MOVE_PROGRESS)
 from bench.history.store import SCHEMA
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, OWN_SETTINGS, RECOVERY_ACTIONS
 from bench.units import MISSING, format_bytes, parse_bytes, rate_bits
@@ -180,6 +180,11 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
     # phases (the system's profile names it), never to be stacked on them.
     "phases": [("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("phase", STR),
                ("span", BOOL), ("seconds", F64), ("bytes", F64)],
+    # move_progress events of move actions (bench/run/move_progress.py: what `bench reassign
+    # --verify` prints), t_rel_s from the move request.
+    "move_progress": [("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("topic", STR),
+                      ("partition", I64), ("t_rel_s", F64), ("to_move_bytes", F64), ("done_bytes", F64),
+                      ("remaining_bytes", F64), ("rate_bytes_per_s", F64), ("eta_s", F64)],
     "timeline": [("run_key", STR), ("system", STR), ("bin", I64), ("t_rel_s", F64), ("bin_s", F64),
                  ("sent", I64), ("acked", I64), ("fail", I64), ("info", I64),
                  ("acks_per_s", F64), ("p50_ms", F64), ("p99_ms", F64)],
@@ -664,6 +669,7 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     tl_params: list[dict[str, Any]] = []
     bytes_by_action: dict[tuple[int, str], dict[str, Any]] = {}
     phases_rows: list[dict[str, Any]] = []
+    progress_rows: list[dict[str, Any]] = []
     for r in runs:
         v = r.view
         ls, le = float(r.stats["load_start"]), float(r.stats["load_end"])
@@ -716,6 +722,15 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
                                 "action_id": str(e.action_id), "phase": phase, "span": phase in spans,
                                 "seconds": float(e.detail.get("seconds") or 0.0),
                                 "bytes": float(e.detail.get("bytes") or 0.0)})
+        starts = {str(a.action_id): a.start for a in acts if a.kind in MOVE_ACTIONS}
+        for e in v.events_named(EVENT_MOVE_PROGRESS):
+            if e.action_id is None or str(e.action_id) not in starts:
+                continue
+            progress_rows.append({"run_key": r.run_key, "system": r.system, "config_key": r.config_key,
+                                  "action_id": str(e.action_id), "topic": e.topic, "partition": e.partition,
+                                  "t_rel_s": e.ts - starts[str(e.action_id)],
+                                  **{k: e.detail.get(k) for k in ("to_move_bytes", "done_bytes", "remaining_bytes",
+                                                                  "rate_bytes_per_s", "eta_s")}})
         moves_acts = [a for a in acts if a.kind in MOVE_ACTIONS] or acts
         t_ref = moves_acts[0].start if moves_acts else ls
         span = max(le - ls, 1e-3)
@@ -759,7 +774,7 @@ def _compute_with(spark, runs, hist, sends, qmode, accuracy, warnings, timings, 
     moves = _move_rows(runs, move_keys, first_acks, gaps, bytes_by_action)
     run_rows = _run_rows(runs, moves, gaps, run_gaps)
     return {"runs": run_rows, "moves": moves, "outages": _outage_rows(faults, per_tp), "latency": latency_rows,
-            "errors": errors, "phases": phases_rows, "timeline": timeline_rows, "links": _link_rows(runs),
+            "errors": errors, "phases": phases_rows, "move_progress": progress_rows, "timeline": timeline_rows, "links": _link_rows(runs),
             "move_links": _move_link_rows(runs, moves), "consumers": _consumer_rows(runs),
             "consumer_timeline": consumer_timeline}
 

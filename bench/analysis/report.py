@@ -738,8 +738,65 @@ def fig_rebalance(t) -> Figure:
     return Figure("rebalance", "Cluster rebalance (simulated)", _png(fig), cap, runs)
 
 
+def fig_move_progress(t) -> Figure:
+    """Bytes remaining over time for the largest copy move of each system, and every sample's ETA
+    against the time the move really had left (the numbers `bench reassign --verify` prints)."""
+    plt = _plt()
+    title = "Move progress: bytes remaining and ETA"
+    rows = [r for r in t["move_progress"] if r["remaining_bytes"] is not None]
+    if not rows:
+        msg = "No move_progress samples of a copy move recorded (shared-storage moves copy nothing)."
+        return Figure("move_progress", title, _png(_empty(plt, msg)), msg, [])
+    by_move: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_move[(r["system"], r["run_key"], r["action_id"], r["topic"], r["partition"])].append(r)
+    end_rel = {(m["run_key"], m["action_id"], m["topic"], m["partition"]): m["end_ts"] - m["request_ts"]
+               for m in t["moves"] if m.get("end_ts") is not None and m.get("request_ts") is not None}
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    runs, top = [], 0.0
+    for system in _systems(rows):
+        moves = [k for k in by_move if k[0] == system]
+        k = max(moves, key=lambda k: (max(r["to_move_bytes"] or 0 for r in by_move[k]), k))
+        pts = sorted(by_move[k], key=lambda r: r["t_rel_s"])
+        ax.plot([r["t_rel_s"] for r in pts], [r["remaining_bytes"] / 1e6 for r in pts], color=_color(system),
+                lw=1.4, marker=".", ms=3, label=f"{_short(system)}: {_run_name(k[1])} {k[3]}-{k[4]}")
+        runs.append(k[1])
+        xs, ys = [], []
+        for key in moves:
+            end = end_rel.get(key[1:])
+            for r in by_move[key]:
+                if end is not None and r["eta_s"] is not None and end > r["t_rel_s"]:
+                    xs.append(end - r["t_rel_s"])
+                    ys.append(r["eta_s"])
+            if end is not None:
+                runs.append(key[1])
+        if xs:
+            ax2.scatter(xs, ys, s=10, color=_color(system), alpha=0.6, label=_short(system))
+            top = max(top, max(xs), max(ys))
+    ax.set_xlabel("seconds since the move request")
+    ax.set_ylabel("bytes remaining (MB)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Bytes the new replicas still have to copy")
+    ax.legend(fontsize=8)
+    if top > 0:
+        ax2.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="ETA = time left")
+        ax2.fill_between([0, top], [0, 0.8 * top], [0, 1.2 * top], color="grey", alpha=0.12, label="within 20 %")
+        ax2.legend(fontsize=8)
+    ax2.set_xlabel("time the move really had left (s)")
+    ax2.set_ylabel("ETA at that moment (s)")
+    ax2.set_title("ETA against the truth, every sample of every move")
+    fig.tight_layout()
+    runs = sorted(set(runs))
+    cap = ("Left: remaining = each new replica's offset lag times the leader's bytes per offset "
+           "(bench/run/move_progress.py), sampled every 0.5 s by the run's protocol observer, for the largest "
+           "copy move of each system. Right: the ETA of each sample (remaining over the rate at which remaining "
+           "fell in the last 5 s) against the time from that sample to the end of the move. Shared-storage moves "
+           "copy nothing between brokers and have no bytes to show. From " + _short_runs(runs) + ".")
+    return Figure("move_progress", title, _png(fig), cap, runs)
+
+
 FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_consumers, fig_links, fig_unavailable, fig_phases,
-           fig_projection, fig_rebalance)
+           fig_move_progress, fig_projection, fig_rebalance)
 
 
 # --------------------------------------------------------------------------------------------

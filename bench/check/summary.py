@@ -6,6 +6,7 @@ and provenance come from the history's ``run_start`` / ``run_end`` events, not f
 clock). Shape::
 
     {run_id, scenario, system, started_at, finished_at, duration_s, completed, error,
+     ended (completed | interrupted: SIGINT | crashed: <exception>, bench.run.ending),
      config_id (the run id without its repetition), repetition (1-based), repetitions,
      provenance: {date, machine: {cpus, mem_gib, kernel, platform, python}, git: {commit, dirty},
                   versions: {reassign-bench, confluent-kafka, librdkafka, kafka-python, locust,
@@ -458,6 +459,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "duration_s": end.get("duration_s"),
         "completed": end.get("completed"),
         "error": end.get("error"),
+        **({"ended": end["ended"]} if "ended" in end else {}),  # bench.run.ending's words
         "config_id": start.get("config_id", start.get("run_id")),
         "repetition": start.get("repetition", 1),
         "repetitions": start.get("repetitions", 1),

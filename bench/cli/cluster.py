@@ -117,11 +117,11 @@ def add_parser(sub) -> None:
     cl.add_argument("--dir", required=True, help="directory for the cluster's state, data and logs (clean: also "
                                                  "a run directory of `bench run`)")
     cl.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help="the system under test")
-    cl.add_argument("--brokers", type=int, default=3, help="number of brokers (default: 3)")
+    cl.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers (default: 3)")
     cl.add_argument("--config", action="append", metavar="KEY=VALUE",
                     help="broker/controller setting under Kafka's name (repeatable); an unknown key or a bad "
                          "value is refused before anything starts (exit code 2)")
-    cl.add_argument("--timeout", type=float, default=60.0,
+    cl.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="seconds to wait for every process to serve (start), or for the restarted broker to be "
                          "registered and unfenced (restart-broker) (default: 60)")
     cl.add_argument("--json", action="store_true", help="status as JSON")

@@ -1,10 +1,14 @@
 """`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
 
   --execute [--throttle BYTES_PER_S] [--additional]   start the moves in a plan
-  --verify                                            per-partition status; clears
-                                                      throttles once all are done
+  --verify [--watch]                                  per-partition status, and for each
+                                                      move still going: target replicas,
+                                                      bytes to move and done, rate, ETA
+                                                      (bench/run/move_progress.py); --watch
+                                                      refreshes until done; clears throttles
+                                                      once all are done
   --cancel                                            cancel the plan's moves
-  --list                                              ongoing reassignments
+  --list                                              ongoing reassignments, with progress
   --generate --topics-to-move-json-file F --broker-list 1,2
                                                       propose a plan
 
@@ -18,11 +22,24 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import defaultdict
+from typing import Any
 
+import kafka.errors as Errors
 from kafka import TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.protocol.admin import AlterPartitionReassignmentsRequest
+
+from bench.run import move_progress as mp
+from bench.run.clients import BootstrapError, reach
+
+# An unreachable or silent bootstrap is reported within 5 s of the command's start: a TCP connect to
+# every address first (a refused port or an unknown name is said at once), then the first Kafka
+# answer (ApiVersions, Metadata).
+CONNECT_TIMEOUT_S = 1.5
+BOOTSTRAP_TIMEOUT_S = 2.5
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -66,7 +83,36 @@ def load_plan(path: str) -> list[dict]:
 
 
 def _admin(bootstrap: str) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000, client_id="bench-reassign")
+    """BootstrapError naming the address and what was tried when the cluster cannot be reached."""
+    reach(bootstrap, CONNECT_TIMEOUT_S)
+    try:
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000, client_id="bench-reassign",
+                                bootstrap_timeout_ms=int(BOOTSTRAP_TIMEOUT_S * 1000))
+    except KafkaTimeoutError:
+        raise BootstrapError(f"no Kafka answer from {bootstrap}: a TCP connection opened, but no broker answered "
+                             f"ApiVersions and Metadata within {BOOTSTRAP_TIMEOUT_S:g} s") from None
+
+
+def _alter(admin: KafkaAdminClient, reassignments: dict) -> dict[TopicPartition, tuple[type, str] | None]:
+    """AlterPartitionReassignments: {partition: None (accepted) or (error class, the controller's
+    message)}. kafka-python's alter_partition_reassignments keeps only the error code; the message
+    is what names the broker or partition at fault."""
+    request = AlterPartitionReassignmentsRequest(
+        timeout_ms=admin.config["request_timeout_ms"],
+        topics=admin._process_alter_partition_reassignments_input(reassignments))
+    response = admin._manager.run(admin._send_request_to_controller, request,
+                                  lambda r: [Errors.for_code(r.error_code)])
+    out = {}
+    for topic in response.responses:
+        for part in topic.partitions:
+            err = Errors.for_code(part.error_code)
+            out[TopicPartition(topic.name, part.partition_index)] = (
+                None if err is Errors.NoError else (err, part.error_message or err.description))
+    return out
+
+
+def _why(tp: TopicPartition, err: tuple[type, str]) -> str:
+    return f"{tp.topic}-{tp.partition}: {err[0].__name__}: {err[1]}"
 
 
 def current_assignment(admin: KafkaAdminClient, topics) -> dict[tuple[str, int], list[int]]:
@@ -93,9 +139,18 @@ def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: 
     admin = _admin(bootstrap)
     try:
         current = current_assignment(admin, [p["topic"] for p in plan])
-        missing = [f"{p['topic']}-{p['partition']}" for p in plan if (p["topic"], p["partition"]) not in current]
+        missing = [_missing(p["topic"], p["partition"], current) for p in plan
+                   if (p["topic"], p["partition"]) not in current]
         if missing:
-            print(f"error: unknown topic or partition: {', '.join(missing)}", file=out)
+            print(f"error: unknown topic or partition: {'; '.join(missing)}", file=out)
+            return 1
+        # As Kafka's tool (verifyBrokerIds): every broker of the plan must exist.
+        brokers = {b["broker_id"] for b in admin.describe_cluster()["brokers"]}
+        unknown = [f"Unknown broker id {b} (in the replicas {p['replicas']} of {p['topic']}-{p['partition']})"
+                   for p in plan for b in p["replicas"] if b not in brokers]
+        if unknown:
+            print(f"error: {'; '.join(unknown)}; the cluster's brokers are {', '.join(map(str, sorted(brokers)))}",
+                  file=out)
             return 1
         ongoing = admin.list_partition_reassignments()
         if ongoing and not additional:
@@ -112,19 +167,27 @@ def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: 
             print("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
                   "the throttle is removed.", file=out)
             print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
-        results = admin.alter_partition_reassignments(
-            {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
+        results = _alter(admin, {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
         failed = {tp: err for tp, err in results.items() if err is not None}
         ok = [tp for tp in results if tp not in failed]
         if ok:
             print("Successfully started partition reassignment" + ("s" if len(ok) > 1 else "") + " for "
                   + ",".join(f"{tp.topic}-{tp.partition}" for tp in ok), file=out)
-        for tp, err in failed.items():
-            print(f"Error reassigning partition(s): {tp.topic}-{tp.partition}: {err.__name__}: "
-                  f"{getattr(err, 'description', '')}", file=out)
+        if failed:
+            print("Error reassigning partition(s):", file=out)
+        for tp, err in sorted(failed.items()):
+            print(_why(tp, err), file=out)
         return 1 if failed else 0
     finally:
         admin.close()
+
+
+def _missing(topic: str, partition: int, current: dict[tuple[str, int], list[int]]) -> str:
+    parts = sorted(i for t, i in current if t == topic)
+    if not parts:
+        return f"{topic}-{partition} (Unable to find a topic named {topic}.)"
+    return f"{topic}-{partition} (Unable to find partition {topic}:{partition}; topic {topic} has partitions " \
+           f"{parts[0]}..{parts[-1]})"
 
 
 def set_throttles(admin, plan, current, rate: int) -> None:
@@ -159,10 +222,64 @@ def clear_throttles(admin, brokers: list[int], topics: list[str], out) -> None:
         print(f"Clearing topic-level throttles on topic {t}", file=out)
 
 
-def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
-    """0 when every move is complete, 1 if one is still in progress or differs."""
+def _progress(admin, topics: set[str] | None, window_s: float) -> dict[tuple[str, int], mp.PartitionProgress]:
+    """Progress of the ongoing moves (of `topics`, or all): two observations `window_s` apart, so
+    the rate and ETA are over that window; one when nothing is moving."""
+    tracker = mp.Tracker(copies=mp.moves_copy_data(admin), window_s=window_s)
+    rows = tracker.update(mp.observe(admin, topics))
+    if rows and window_s > 0:
+        time.sleep(window_s)
+        rows = tracker.update(mp.observe(admin, topics))
+    return {(r.topic, r.partition): r for r in rows}
+
+
+def watch(admin, topics: set[str], interval_s: float, window_s: float, out=sys.stdout) -> None:
+    """Refresh the progress of the plan's moves every `interval_s` until none is ongoing: progress
+    bars on a terminal, a line per partition and refresh otherwise (logs, pipes)."""
+    tracker = mp.Tracker(copies=mp.moves_copy_data(admin), window_s=window_s)
+    if getattr(out, "isatty", lambda: False)():
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        bars = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[line]}"),
+                        console=Console(file=out), transient=False)
+        tasks: dict[tuple[str, int], Any] = {}
+        with bars:
+            while True:
+                rows = tracker.update(mp.observe(admin, topics))
+                for r in rows:
+                    key = (r.topic, r.partition)
+                    if key not in tasks:
+                        tasks[key] = bars.add_task(r.name, total=None, line="")
+                    bars.update(tasks[key], total=r.to_move_bytes or None, completed=r.done_bytes or 0,
+                                line=mp.describe(r).split(": ", 1)[1])
+                for key, task in tasks.items():
+                    if key not in {(r.topic, r.partition) for r in rows}:
+                        bars.update(task, completed=bars.tasks[task].total or 1, total=bars.tasks[task].total or 1,
+                                    line="complete")
+                if not rows:
+                    return
+                time.sleep(interval_s)
+    while True:
+        rows = tracker.update(mp.observe(admin, topics))
+        if not rows:
+            return
+        stamp = time.strftime("%H:%M:%S")
+        for r in rows:
+            print(f"{stamp} {r.name}: {mp.describe(r)}", file=out, flush=True)
+        time.sleep(interval_s)
+
+
+def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3.0, watch_s: float | None = None) -> int:
+    """0 when every move is complete, 1 if one is still in progress or differs. Each move still in
+    progress gets a line of progress: bytes to move and done, rate over `window_s` and an ETA.
+    `watch_s`: first refresh the progress every that many seconds until the moves are done."""
     admin = _admin(bootstrap)
     try:
+        topics = {p["topic"] for p in plan}
+        if watch_s is not None:
+            watch(admin, topics, watch_s, max(window_s, watch_s), out)
+        progress = _progress(admin, topics, window_s)
         ongoing = admin.list_partition_reassignments()
         current = current_assignment(admin, [p["topic"] for p in plan])
         print("Status of partition reassignment:", file=out)
@@ -172,6 +289,8 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
             key = (p["topic"], p["partition"])
             if TopicPartition(*key) in ongoing:
                 print(f"Reassignment of partition {name} is still in progress.", file=out)
+                if key in progress:
+                    print(f"  {mp.describe(progress[key])}", file=out)
                 done = False
             elif key not in current:
                 print(f"Partition {name} does not exist.", file=out)
@@ -193,29 +312,31 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
 def cancel(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
     admin = _admin(bootstrap)
     try:
-        results = admin.alter_partition_reassignments({TopicPartition(p["topic"], p["partition"]): None
-                                                       for p in plan})
+        results = _alter(admin, {TopicPartition(p["topic"], p["partition"]): None for p in plan})
         rc = 0
         for tp, err in sorted(results.items()):
             if err is None:
                 print(f"Successfully cancelled partition reassignment for {tp.topic}-{tp.partition}", file=out)
             else:
-                print(f"Error cancelling {tp.topic}-{tp.partition}: {err.__name__}", file=out)
+                print(f"Error cancelling {_why(tp, err)}", file=out)
                 rc = 1
         return rc
     finally:
         admin.close()
 
 
-def list_ongoing(bootstrap: str, out=sys.stdout) -> int:
+def list_ongoing(bootstrap: str, out=sys.stdout, window_s: float = 3.0) -> int:
     admin = _admin(bootstrap)
     try:
+        progress = _progress(admin, None, window_s)
         ongoing = admin.list_partition_reassignments()
         if not ongoing:
             print("No partition reassignments found.", file=out)
         for tp, st in sorted(ongoing.items()):
             print(f"{tp.topic}-{tp.partition}: replicas: {st['replicas']}, adding: {st['adding_replicas']}, "
                   f"removing: {st['removing_replicas']}", file=out)
+            if (tp.topic, tp.partition) in progress:
+                print(f"  {mp.describe(progress[(tp.topic, tp.partition)])}", file=out)
         return 0
     finally:
         admin.close()
@@ -257,7 +378,7 @@ def run(args) -> int:
     verb = verbs[0]
     try:
         if verb == "list":
-            return list_ongoing(args.bootstrap_server)
+            return list_ongoing(args.bootstrap_server, window_s=args.window)
         if verb == "generate":
             if not args.topics_to_move_json_file or not args.broker_list:
                 raise PlanError("--generate needs --topics-to-move-json-file and --broker-list")
@@ -275,22 +396,46 @@ def run(args) -> int:
                 raise PlanError("--throttle must be a positive number of bytes per second")
             return execute(args.bootstrap_server, plan, args.throttle, args.additional)
         if verb == "verify":
-            return verify(args.bootstrap_server, plan)
+            return verify(args.bootstrap_server, plan, window_s=args.window,
+                          watch_s=args.interval if args.watch else None)
         return cancel(args.bootstrap_server, plan)
+    except BootstrapError as e:
+        print(f"error: --bootstrap-server: {e}", file=sys.stderr)
+        return 1
     except KafkaError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 
 
+VERBS = {
+    "execute": "start the moves in the plan",
+    "verify": "per-partition status of the plan's moves, with bytes to move and done, rate and ETA of each "
+              "move still going; clears the throttles once all are done",
+    "cancel": "cancel the plan's moves",
+    "list": "the reassignments in progress, with their progress",
+    "generate": "propose a plan that spreads --topics-to-move-json-file over --broker-list",
+}
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("reassign", help="partition reassignment, kafka-reassign-partitions style",
                        description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    p.add_argument("--reassignment-json-file", metavar="PLAN.json")
-    for verb in ("execute", "verify", "cancel", "list", "generate"):
-        p.add_argument(f"--{verb}", action="store_true")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
+                   help="the cluster to talk to; an address that cannot be reached is reported within 5 s")
+    p.add_argument("--reassignment-json-file", metavar="PLAN.json",
+                   help='the plan (Kafka\'s format: {"version":1,"partitions":[{"topic","partition","replicas"}]}); '
+                        "needed by --execute, --verify and --cancel")
+    for verb, what in VERBS.items():
+        p.add_argument(f"--{verb}", action="store_true", help=what)
     p.add_argument("--throttle", type=int, metavar="BYTES_PER_S", help="with --execute: cap the move's traffic")
     p.add_argument("--additional", action="store_true", help="with --execute: add to ongoing reassignments")
-    p.add_argument("--topics-to-move-json-file", metavar="TOPICS.json")
-    p.add_argument("--broker-list", metavar="1,2,3")
+    p.add_argument("--watch", action="store_true",
+                   help="with --verify: refresh the moves' progress until they are done, then verify")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between refreshes")
+    p.add_argument("--window", type=float, default=3.0, metavar="S",
+                   help="with --verify/--list: seconds over which the rate and ETA are measured (two samples "
+                        "this far apart; 0: one sample, no rate)")
+    p.add_argument("--topics-to-move-json-file", metavar="TOPICS.json",
+                   help='with --generate: the topics to move, {"topics":[{"topic":"name"}],"version":1}')
+    p.add_argument("--broker-list", metavar="1,2,3", help="with --generate: the brokers to spread them over")
     p.set_defaults(func=run)

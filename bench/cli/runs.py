@@ -15,7 +15,6 @@ recomputed summary differs from the stored summary.json.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -26,10 +25,11 @@ DEFAULT_SUITE = "default"
 
 
 def sigterm_as_interrupt() -> None:
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+    """SIGTERM and SIGHUP stop a run as Ctrl-C does (cleanup, summary; recorded as
+    ``interrupted: SIGTERM``): bench.run.ending.stop_on_signals."""
+    from bench.run.ending import stop_on_signals
 
-    signal.signal(signal.SIGTERM, handler)
+    stop_on_signals()
 
 
 def cmd_run(args) -> int:
@@ -164,8 +164,9 @@ def cmd_list(args) -> int:
             t.add_row(name, "-", f"[red]invalid: {exc}[/red]")
     console.print(t)
     root = Path(args.results)
-    # A run directory is one with the run's scenario.yaml; a missing summary.json means the run
-    # never finished (killed), an error in it that the run stopped early.
+    # A run directory is one with the run's scenario.yaml. How it ended comes from its summary or,
+    # without one, from runner.json (bench.run.ending): interrupted (Ctrl-C, SIGTERM), crashed
+    # (the exception's first line), killed (no summary and its process gone) or still running.
     run_dirs = sorted({p.parent for p in (*root.glob("*/*/scenario.yaml"), *root.glob("*/*/*/scenario.yaml"))},
                       key=str)
     t = Table(title=f"past runs ({root})")
@@ -175,14 +176,14 @@ def cmd_list(args) -> int:
         try:
             s = json.loads((d / "summary.json").read_text())
         except OSError:
-            t.add_row(d.name, "?", "?", "[red]interrupted[/red] (no summary.json)", "-", "-", str(d))
+            t.add_row(d.name, "?", "?", run_status(d, None), "-", "-", str(d))
             continue
         except ValueError:
             t.add_row(d.name, "?", "?", "[red]unreadable summary.json[/red]", "-", "-", str(d))
             continue
         moves = ", ".join(f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?"
                           for m in s.get("moves", [])) or "-"
-        t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(s),
+        t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(d, s),
                   _marked(verdict(s.get("checks", {}).get("valid"))), moves, str(d))
     console.print(t if run_dirs else f"no runs under {root}")
     return 0
@@ -192,13 +193,14 @@ def _marked(word: str) -> str:
     return f"[red]{word}[/red]" if word == "fail" else word
 
 
-def run_status(summary: dict) -> str:
-    err = summary.get("error")
-    if summary.get("completed") and not err:
-        return "complete"
-    if err and "KeyboardInterrupt" in err:  # Ctrl-C or SIGTERM (sigterm_as_interrupt)
-        return f"[red]interrupted[/red] ({err})"
-    return f"[red]failed[/red] ({err})" if err else "[red]incomplete[/red]"
+def run_status(run_dir: Path, summary: dict | None) -> str:
+    """How the run ended, marked red unless it completed (or is still running)."""
+    from rich.markup import escape
+
+    from bench.run.ending import run_state
+
+    words, bad = run_state(run_dir, summary)
+    return f"[red]{escape(words)}[/red]" if bad else escape(words)
 
 
 def cmd_suite(args) -> int:
@@ -216,7 +218,8 @@ def cmd_faults_doc(args) -> int:
 
 def add_parsers(sub, default_results: str = "results") -> None:
     r = sub.add_parser("run", help="run a scenario (a YAML file or a built-in name)")
-    r.add_argument("scenario")
+    r.add_argument("scenario", help="a scenario YAML file, or the name of a built-in one (`python -m bench list` "
+                                     "shows them, e.g. reassign-one, faults/kill-source)")
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable); pins a matrix axis")
     r.add_argument("--results", default=default_results, help="results root (default: results)")
@@ -250,13 +253,13 @@ def add_parsers(sub, default_results: str = "results") -> None:
     x.set_defaults(func=cmd_crosscheck)
 
     a = sub.add_parser("analyze", help="re-run the checkers on a stored run and rebuild its summary")
-    a.add_argument("run_dir")
+    a.add_argument("run_dir", help="a run directory (the one holding scenario.yaml and history.parquet)")
     a.add_argument("--write", action="store_true", help="store the result as summary.json")
     a.add_argument("--json", action="store_true", help="print the whole summary")
     a.set_defaults(func=cmd_analyze)
 
     ls = sub.add_parser("list", help="built-in scenarios and past runs")
-    ls.add_argument("--results", default=default_results)
+    ls.add_argument("--results", default=default_results, help="results root searched for past runs (default: results)")
     ls.set_defaults(func=cmd_list)
 
     f = sub.add_parser("faults-doc", help="regenerate the fault suite section of docs/faults.md from stored runs "
@@ -269,10 +272,11 @@ def add_parsers(sub, default_results: str = "results") -> None:
 
     s = sub.add_parser("suite", help="the default suite (make bench): every system the harness starts, "
                                      "reassign-one x 4 sizes, broker-loss, consume-move; prints the comparison table")
-    s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=[DEFAULT_SUITE])
-    s.add_argument("--results", default=default_results)
+    s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=[DEFAULT_SUITE],
+                   help="the suite to run (default: default)")
+    s.add_argument("--results", default=default_results, help="results root (default: results)")
     s.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated systems to include")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no live display")
     s.set_defaults(func=cmd_suite)
 
 

@@ -146,15 +146,17 @@ def run(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("soak", help="long steady-load run sampling broker memory (not CI)",
                        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--minutes", type=float, default=30.0, help="length of the run in minutes, warm-up included "
+                   "(default: 30)")
     p.add_argument("--warmup-minutes", type=float, default=None,
                    help="not judged; default a fifth of the run, at least 1")
     p.add_argument("--system", default=SYSTEMS[0], choices=SYSTEMS, help=f"default {SYSTEMS[0]}")
-    p.add_argument("--brokers", type=int, default=3)
-    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--brokers", type=int, default=3, help="number of brokers (default: 3)")
+    p.add_argument("--partitions", type=int, default=6, help="partitions of the topic soak (default: 6)")
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (all partitions)")
-    p.add_argument("--message-bytes", type=int, default=1024)
-    p.add_argument("--max-growth-pct", type=float, default=10.0)
+    p.add_argument("--message-bytes", type=int, default=1024, help="bytes per message (default: 1024)")
+    p.add_argument("--max-growth-pct", type=float, default=10.0,
+                   help="the run fails if a broker's memory grows this much or more after the warm-up (default: 10)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker/controller setting")
     p.add_argument("--dir", help="run directory (default results/soak/<time>)")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")

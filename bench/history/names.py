@@ -51,6 +51,8 @@ FIELD_BYTES_TO_COPY = "bytes_to_copy"
 # The protocol observer (bench/run/observe.py: poll_protocol), on any cluster
 EVENT_REASSIGNMENT_LISTED = "reassignment_listed"  # ListPartitionReassignments shows it {replicas, adding, removing}
 EVENT_REASSIGNMENT_CLEARED = "reassignment_cleared"  # no longer listed {replicas, listed_seconds}
+# {target, adding, removing, copies, phase, to_move_bytes, done_bytes, remaining_bytes, rate_bytes_per_s, eta_s}
+EVENT_MOVE_PROGRESS = "move_progress"
 EVENT_LOG_DIRS = "log_dirs"  # DescribeLogDirs {sizes: {"topic-p": {broker: bytes}}, lags: {...}}
 EVENT_EXTERNAL_CLUSTER = "external_cluster"  # a cluster the harness did not start: what it found and set
 # A journal record about a cluster's internal topic (Kafka's `__consumer_offsets`, the group

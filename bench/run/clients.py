@@ -15,6 +15,10 @@ only in the environment: results keep the reference, never the value.
 from __future__ import annotations
 
 import os
+import re
+import socket
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -110,3 +114,85 @@ def applied(settings: Mapping[str, Any] | None) -> dict[str, list[str]]:
     return {"librdkafka (producers, prefill, verify, poller)": keys,
             "kafka-python admin (reassignments, observer)": [
                 k for k in keys if _KAFKA_PYTHON_NAMES.get(k, k.replace(".", "_")) in known]}
+
+
+# -- reaching a bootstrap ------------------------------------------------------------------------
+# kafka-python waits its whole bootstrap timeout (30 s by default) before it says "Unable to
+# bootstrap from X", whatever went wrong; these say at once what is wrong with which address.
+
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+
+
+class BootstrapError(ValueError):
+    """A bootstrap list that is malformed, or none of whose addresses can be reached; the message
+    names every address and what was tried (one line)."""
+
+
+def bootstrap_addresses(bootstrap: str | None) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` -> [(host, port)]; BootstrapError naming the bad entry (a port
+    is required: Kafka's clients refuse an address without one too)."""
+    out = []
+    for entry in (bootstrap or "").split(","):
+        entry = entry.strip()
+        m = _ADDRESS.match(entry)
+        where = "" if entry == (bootstrap or "").strip() else f" (in {bootstrap!r})"
+        if m is None:
+            raise BootstrapError(f"{entry!r}{where} is not host:port (expected host:port[,host:port...], "
+                                 f"e.g. 127.0.0.1:9092)")
+        if not 0 < int(m.group(2)) < 65536:
+            raise BootstrapError(f"{entry!r}{where}: port {int(m.group(2))} is not in 1..65535")
+        out.append((m.group(1).strip("[]"), int(m.group(2))))
+    return out
+
+
+def _try_connect(host: str, port: int, timeout_s: float) -> str | None:
+    """None if a TCP connection to host:port opens within timeout_s, else what went wrong."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        return f"name not resolved ({e.strerror})"
+    problems = []
+    for family, kind, proto, _, sockaddr in infos:
+        s = socket.socket(family, kind, proto)
+        s.settimeout(timeout_s)
+        try:
+            s.connect(sockaddr)
+            return None
+        except socket.timeout:
+            problems.append(f"TCP connect to {sockaddr[0]} timed out after {timeout_s:g} s")
+        except OSError as e:
+            problems.append(f"TCP connect to {sockaddr[0]}: {(e.strerror or str(e)).lower()}")
+        finally:
+            s.close()
+    return "; ".join(problems) or "no address"
+
+
+def reach(bootstrap: str, timeout_s: float = 2.0) -> str:
+    """Open a TCP connection to every address of the bootstrap at once (each resolved and
+    connected in its own thread, none waited for beyond ``timeout_s``); returns the first
+    address that accepts one. BootstrapError naming each address and what happened otherwise."""
+    addrs = bootstrap_addresses(bootstrap)
+    results: dict[str, str | None] = {}
+    done = threading.Condition()
+
+    def attempt(host: str, port: int) -> None:
+        outcome = _try_connect(host, port, timeout_s)
+        with done:
+            results[f"{host}:{port}"] = outcome
+            done.notify_all()
+
+    for host, port in addrs:
+        threading.Thread(target=attempt, args=(host, port), daemon=True, name=f"reach {host}:{port}").start()
+    deadline = time.monotonic() + timeout_s + 0.2
+    with done:
+        while True:
+            ok = next((a for a, r in results.items() if r is None), None)
+            left = deadline - time.monotonic()
+            if ok is not None or len(results) == len(addrs) or left <= 0:
+                break
+            done.wait(left)
+        tried = [f"{h}:{p} ({results.get(f'{h}:{p}', f'no answer within {timeout_s:g} s to name lookup or connect')})"
+                 for h, p in addrs]
+    if ok is None:
+        raise BootstrapError(f"no broker reachable at {bootstrap}: tried {', '.join(tried)}")
+    return ok

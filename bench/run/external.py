@@ -59,6 +59,10 @@ class ExternalCluster:
         if self._admin is None:
             from kafka.errors import KafkaError, KafkaTimeoutError
 
+            try:  # a refused port or an unknown name: said at once, naming each address
+                clients.reach(self.bootstrap, min(2.0, CONNECT_TIMEOUT_S))
+            except clients.BootstrapError as e:
+                raise ClusterError(f"system.bootstrap: {e}") from None
             t0 = time.monotonic()
             try:
                 self._admin = clients.admin(self.bootstrap, self.system.client, "bench-runner",

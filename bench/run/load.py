@@ -328,8 +328,9 @@ def drive(spec: dict[str, Any]) -> int:
     reporter.kill()
     writer.close()
     total = env.stats.total
+    # error: what stopped the producers early, in one line (workloads/cli.py, stop_run), or None
     _emit({"event": "finished", "ts": time.time(), "early": early, "purged": purged,
-           "produced": stats.produced, "skipped": stats.skipped,
+           "error": getattr(env, "kafka_error", None), "produced": stats.produced, "skipped": stats.skipped,
            "sent": stats.sent, "acked": stats.acked, "failed": stats.failed, "info": stats.info,
            "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0,
            "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,

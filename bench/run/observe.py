@@ -18,9 +18,10 @@ from typing import Any
 import psutil
 
 from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_LOG_DIRS,
-                                 EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
+                                 EVENT_MOVE_PROGRESS, EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
                                  SOURCE_CLIENT)
 from bench.history.store import event_row
+from bench.run.move_progress import Observation, Tracker, describe_log_dirs, leader_offsets
 from bench.run.network import Network, rate_bits
 
 POLL_INTERVAL_S = 0.1  # client-side metadata poller
@@ -156,11 +157,15 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
       own "move complete", to within one poll);
     * DescribeLogDirs of each broker (every :data:`LOG_DIRS_EVERY` ticks): a ``log_dirs`` event
       {sizes: {"topic-partition": {broker: bytes}}, lags: {...: {broker: offset lag}}} for the
-      run's topics (a broker that does not answer is left out of that sample).
+      run's topics (a broker that does not answer is left out of that sample), and with it a
+      ``move_progress`` event per moving partition: bytes to move, done and remaining, rate and
+      ETA, as `bench reassign --verify` prints them (bench/run/move_progress.py).
 
     Both carry the ``action_id`` of the move that was moving the partition, if any."""
     listed: dict[tuple[str, int], dict] = {}
+    listed_now: dict[tuple[str, int], dict] = {}
     wanted = set(topics)
+    tracker = Tracker(copies=run.sc.profile.move_model != "handover")
     tick = 0
     while not run.state.stop.is_set():
         t0 = time.time()
@@ -178,6 +183,7 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
                                                      "adding": list(r.get("adding_replicas") or []),
                                                      "removing": list(r.get("removing_replicas") or [])}
             rows = []
+            listed_now = now
             for tp in sorted(set(now) - set(listed)):
                 rows.append(_tp_event(run, EVENT_REASSIGNMENT_LISTED, tp, ts, now[tp]))
                 listed[tp] = {**now[tp], "ts": ts}
@@ -188,7 +194,9 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
             if rows:
                 run.history.extend(rows)
         if tick % LOG_DIRS_EVERY == 0:
-            sample_log_dirs(run, admin, wanted)
+            sizes, lags = sample_log_dirs(run, admin, wanted)
+            if ongoing is not None and (listed or tracker.tracking):
+                record_move_progress(run, admin, tracker, time.time(), dict(listed_now), sizes, lags)
         tick += 1
         run.state.stop.wait(max(0.0, PROTOCOL_POLL_S - (time.time() - t0)))
 
@@ -201,25 +209,35 @@ def _tp_event(run: Any, name: str, tp: tuple[str, int], ts: float, detail: dict)
     return event_row(name, ts, d, topic=tp[0], partition=tp[1])
 
 
-def sample_log_dirs(run: Any, admin, topics: set[str]) -> None:
-    sizes: dict[str, dict[str, int]] = {}
-    lags: dict[str, dict[str, int]] = {}
-    for b in run.cluster.broker_ids():
-        try:
-            res = admin.describe_log_dirs(topic_partitions=sorted(topics), brokers=[b])
-        except Exception as exc:  # that broker is down: the sample lacks it
-            log.debug("DescribeLogDirs of broker %s failed: %s", b, exc)
-            continue
-        for entry in res:
-            for d in entry.get("log_dirs", []):
-                if d.get("error_code"):
-                    continue
-                for t in d.get("topics", []):
-                    if t.get("name") not in topics:
-                        continue
-                    for p in t.get("partitions", []):
-                        key = f"{t['name']}-{p['partition_index']}"
-                        sizes.setdefault(key, {})[str(b)] = int(p.get("partition_size", 0))
-                        lags.setdefault(key, {})[str(b)] = int(p.get("offset_lag", 0))
+def sample_log_dirs(run: Any, admin, topics: set[str]) -> tuple[dict, dict]:
+    sizes, lags = describe_log_dirs(admin, run.cluster.broker_ids(), topics)
     if sizes:
         run.event(EVENT_LOG_DIRS, {"sizes": sizes, "lags": lags})
+    return sizes, lags
+
+
+def record_move_progress(run: Any, admin, tracker: Tracker, ts: float, ongoing: dict, sizes: dict, lags: dict) -> None:
+    """A ``move_progress`` event per moving partition (bench/run/move_progress.py, the numbers
+    `bench reassign --verify` prints), from this tick's listing and log-dir sample, the poller's
+    leaders and ISRs, and the leaders' offsets."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    obs = Observation(ts, ongoing)
+    with run.state.lock:
+        md = {tp: run.state.metadata.get(tp) for tp in ongoing}
+    for tp, m in md.items():
+        if m is not None:
+            obs.leaders[tp], obs.isr[tp] = m["leader"], list(m["isr"])
+        key = f"{tp[0]}-{tp[1]}"
+        if key in sizes:
+            obs.sizes[tp] = {int(b): v for b, v in sizes[key].items()}
+            obs.lags[tp] = {int(b): v for b, v in lags[key].items()}
+    if tracker.copies:
+        led = [TopicPartition(*tp) for tp in ongoing if obs.leaders.get(tp, -1) >= 0]
+        obs.offsets = leader_offsets(admin, led, OffsetSpec, 2000)
+    rows = [_tp_event(run, EVENT_MOVE_PROGRESS, (p.topic, p.partition), ts,
+                      {k: v for k, v in p.to_dict().items() if k not in ("topic", "partition")})
+            for p in tracker.update(obs)]
+    if rows:
+        run.history.extend(rows)

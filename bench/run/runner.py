@@ -67,7 +67,7 @@ from bench.history.names import (
     EVENT_VERIFY,
 )
 from bench.history.store import SCHEMA, HistoryWriter, event_row, read_history
-from bench.run import clients, observe, provenance
+from bench.run import clients, ending, observe, provenance
 from bench.run.cluster import RUN_POINTER, Cluster
 from bench.run.consumers import ConsumerProcess
 from bench.run.external import ExternalCluster
@@ -211,6 +211,7 @@ class Run:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.logs.mkdir()
         (self.dir / "scenario.yaml").write_text(sc.to_yaml())
+        ending.record_start(self.dir)  # so `bench list` tells a running run from a killed one
         handler = logging.FileHandler(self.logs / "harness.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.getLogger("bench").addHandler(handler)
@@ -227,11 +228,13 @@ class Run:
                                  "matrix": self.matrix, "config_id": self.config_id,
                                  "repetition": self.repetition, "repetitions": sc.repetitions}, ts=started)
         error: BaseException | None = None
+        ended = ending.COMPLETED
         try:
             self._run_body()
         except BaseException as exc:  # KeyboardInterrupt included: clean up, then re-raise
             error = exc
             self.state.stop.set()
+            ended = ending.record_end(self.dir, exc)  # first: a second Ctrl-C in the teardown cannot lose it
             try:
                 self.event(EVENT_RUN_ERROR, {"error": f"{type(exc).__name__}: {exc}"})
             except Exception:
@@ -239,11 +242,14 @@ class Run:
         finally:
             self.state.stop.set()
             self._teardown()
+        if error is None:
+            ending.record_end(self.dir, None)
         finished = time.time()
         self.event(EVENT_RUN_END, {"finished_at": _dt.datetime.fromtimestamp(finished, _dt.timezone.utc).isoformat(),
                                "duration_s": round(finished - started, 3),
                                "completed": error is None,
-                               "error": None if error is None else f"{type(error).__name__}: {error}"},
+                               "error": None if error is None else f"{type(error).__name__}: {error}",
+                               "ended": ended},
                    ts=finished)
         self._finalize_history()
         logging.getLogger("bench").removeHandler(handler)

@@ -8,6 +8,7 @@ silent default.
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 
 LONG_MAX = 9223372036854775807  # Kafka's "no limit" for throttle rates
@@ -125,7 +126,9 @@ def check(overrides: Mapping[str, object] | Iterable[str] | None, system_default
     out = {}
     for k, v in items:
         if k not in keys:
-            raise ConfigError(f"unknown setting {k!r}; known settings: {', '.join(sorted(keys))}")
+            near = difflib.get_close_matches(str(k), list(keys), n=1)
+            raise ConfigError(f"unknown setting {k!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                              + f"; known settings: {', '.join(sorted(keys))}")
         out[k] = _convert(k, v, keys[k]) if v is not None else v
     return out
 

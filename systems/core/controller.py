@@ -155,6 +155,24 @@ class Controller:
         b = self.image.brokers.get(broker_id)
         return b is not None and not b.fenced
 
+    def manual_assignment_error(self, replicas: list[int], rf: int | None = None) -> str | None:
+        """Kafka's ReplicationControlManager.validateManualPartitionAssignment, with its messages:
+        the replicas are walked in broker id order, so the lowest unknown or repeated broker is the
+        one named; ``rf``: the replica count the other partitions have."""
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        prev = None
+        for b in sorted(replicas):
+            if b not in self.image.brokers:
+                return f"The manual partition assignment includes broker {b}, but no such broker is registered."
+            if b == prev:
+                return f"The manual partition assignment includes the broker {b} more than once."
+            prev = b
+        if rf is not None and len(replicas) != rf:
+            return (f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                    f"this is not consistent with previous partitions, which have {rf} replica(s).")
+        return None
+
     def setting(self, key: str):
         """A cluster-wide setting: a dynamic default (IncrementalAlterConfigs on broker "") wins
         over the static value."""
@@ -348,21 +366,18 @@ class Controller:
                               "replicasAssignments were set. Both cannot be used at the same time.")
             by_index = {}
             for a in t["assignments"]:
+                if a["partition"] in by_index:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT,
+                                  f"Found multiple manual partition assignments for partition {a['partition']}")
                 by_index[a["partition"]] = list(a["brokers"])
             if sorted(by_index) != list(range(len(by_index))):
-                return None, (errors.INVALID_REPLICA_ASSIGNMENT, "Partitions should be 0..n-1 without gaps")
+                return None, (errors.INVALID_REPLICA_ASSIGNMENT,
+                              "partitions should be a consecutive 0-based integer sequence")
             plan = [by_index[i] for i in range(len(by_index))]
-            sizes = {len(r) for r in plan}
             for i, reps in enumerate(plan):
-                if not reps:
-                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Partition {i} has no replicas")
-                if len(set(reps)) != len(reps):
-                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers in partition {i}: {reps}")
-                unknown = [r for r in reps if r not in self.image.brokers]
-                if unknown:
-                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker ids {unknown} for partition {i}")
-            if len(sizes) != 1:
-                return None, (errors.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas")
+                msg = self.manual_assignment_error(reps, len(plan[0]) if i else None)
+                if msg:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, msg)
             return plan, None
         n = t.get("num_partitions", -1)
         rf = t.get("replication_factor", -1)
@@ -442,20 +457,18 @@ class Controller:
                 results.append(res)
                 p = self.image.partition(topic, idx)
                 err = None
+                # Kafka's messages (ReplicationControlManager.alterPartitionReassignment).
                 if p is None:
-                    err = (errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unknown topic or partition {topic}-{idx}")
+                    err = (errors.UNKNOWN_TOPIC_OR_PARTITION,
+                           f"Unable to find partition {topic}:{idx}." if topic in self.image.topics
+                           else f"Unable to find a topic named {topic}.")
                 elif ext is None:
                     err = (errors.INVALID_REQUEST, "this system does not support reassignment")
                 elif target is None:
                     if not p.reassigning and not ext.reassignment_pending(p):
-                        err = (errors.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {topic}-{idx}")
-                elif not target:
-                    err = (errors.INVALID_REPLICA_ASSIGNMENT, "The replica list must not be empty")
-                elif len(set(target)) != len(target):
-                    err = (errors.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replicas in {target}")
-                elif any(b not in self.image.brokers for b in target):
-                    unknown = [b for b in target if b not in self.image.brokers]
-                    err = (errors.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker id(s) {unknown} in {target}")
+                        err = (errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+                elif (msg := self.manual_assignment_error(target)) is not None:
+                    err = (errors.INVALID_REPLICA_ASSIGNMENT, msg)
                 else:
                     err = ext.validate_reassignment(p, target)
                 if err is not None:
@@ -538,17 +551,9 @@ class Controller:
                 return None, (errors.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {add} additional partition(s), "
                               f"but only {len(plan)} assignment(s) were specified.")
             for reps in plan:
-                if len(reps) != rf:
-                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a "
-                                  f"partition with {len(reps)} replica(s), but this is not consistent with previous "
-                                  f"partitions, which have {rf} replica(s).")
-                if len(set(reps)) != len(reps):
-                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
-                                  f"the broker {reps} more than once.")
-                for b in reps:
-                    if b not in self.image.brokers:
-                        return None, (errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
-                                      f"broker {b}, but no such broker is registered.")
+                msg = self.manual_assignment_error(reps, rf)
+                if msg:
+                    return None, (errors.INVALID_REPLICA_ASSIGNMENT, msg)
             return plan, None
         live = [b.id for b in self.image.live_brokers()]
         if rf > len(live):
