@@ -14,7 +14,7 @@ MiB = 2**20
 
 
 def _tables():
-    runs, moves, timeline, phases = [], [], [], []
+    runs, moves, timeline, phases, progress = [], [], [], [], []
     for i, (system, size) in enumerate([("replication", 4 * MiB), ("replication", 16 * MiB), ("replication", 64 * MiB),
                                         ("shared", 4 * MiB), ("shared", 64 * MiB),
                                         ("unknown", 8 * MiB)]):  # stored results of a system no profile has
@@ -33,6 +33,12 @@ def _tables():
                       "replication_throttle_bytes_per_s": 4 * MiB if system == "replication" else None,
                       "objstore_bandwidth_bytes_per_s": 16 * MiB if system == "shared" else None,
                       "bandwidth_bytes_per_s": {"replication": 4 * MiB, "shared": 16 * MiB}.get(system)})
+        if system == "replication":  # move_progress samples every 0.5 s, the ETA 10 % long
+            moves[-1]["end_ts"] = 100.0 + secs
+            progress += [{"run_key": key, "system": system, "config_key": key, "action_id": "0", "topic": "hot",
+                          "partition": 0, "t_rel_s": t, "to_move_bytes": size, "done_bytes": size * t / secs,
+                          "remaining_bytes": size * (1 - t / secs), "rate_bytes_per_s": size / secs,
+                          "eta_s": 1.1 * (secs - t)} for t in [0.5 * k for k in range(1, int(secs / 0.5))]]
         for b in range(-10, 40):
             timeline.append({"run_key": key, "system": system, "bin": b, "t_rel_s": b * 0.5, "bin_s": 0.5, "sent": 50,
                              "acked": 50, "fail": 0, "info": 0, "acks_per_s": 100.0, "p50_ms": 3.0, "p99_ms": 9.0})
@@ -69,7 +75,8 @@ def _tables():
                 for system, n, o, rec in (("replication", 2, (15.0, 14.8, 15.2), (14.95, 14.9, 15.0)),
                                           ("shared", 1, (4.3, 4.3, 4.3), (3.1, 3.1, 3.1)))]
     links, move_links = _links(moves)
-    t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "latency": [], "errors": [],
+    t = {"runs": runs, "moves": moves, "timeline": timeline, "phases": phases, "move_progress": progress,
+         "latency": [], "errors": [],
          "configs": configs, "outages": outages, "links": links, "move_links": move_links}
     _, model_tables = fit_models(moves)
     t.update(model_tables, projection=_projection(), rebalance=_rebalance())
@@ -163,14 +170,14 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     html = out["html"].read_text()
     md = out["markdown"].read_text()
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
-    assert len(imgs) == 8 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
+    assert len(imgs) == 9 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)
     assert "src='figures" not in html and "SYNTHETIC" in html
     for name in ("move_time_vs_bytes", "bytes_moved", "produce_timeline", "links", "unavailable_seconds",
-                 "move_phases", "projection", "rebalance"):
+                 "move_phases", "move_progress", "projection", "rebalance"):
         assert (out["figures"] / f"{name}.png").stat().st_size > 5000
         assert f"figures/{name}.png" in md
     captions = re.findall(r"^\*(.+)\*$", md, re.M)
-    assert len(captions) == 8 and all("run(s)" in c or "validated" in c for c in captions)
+    assert len(captions) == 9 and all("run(s)" in c or "validated" in c for c in captions)
     assert "Held-out" in md and "Safety verdicts" in md
     # Labels come from the profiles; a system without one keeps its name.
     assert "**replication copy (Kafka)**: 3 measured move(s) in 3 run(s)" in md
