@@ -50,6 +50,10 @@ def test_tracker_rate_and_eta():
                                      (70_000, 300), (80_000, 200), (90_000, 100)]):
         (p,) = tr3.update(_obs(float(i * 2), size, lag))
     assert p.rate_bytes_per_s == (90_000 - 60_000) / 6  # base: the newest sample >= 5 s old (t=8)
+    # Records of mixed sizes (large prefill records first): 9 of the 10 60 kB records copied, 991 of
+    # 1000 offsets to go; the leader's bytes less the replica's bound the lag's average.
+    (p,) = Tracker().update(_obs(0.0, 54_000, 991))
+    assert p.remaining_bytes == 100_000 - 54_000
     # Handover (shared storage): nothing copied.
     (h,) = Tracker(copies=False).update(_obs(0.0, None, 0))
     assert h.to_move_bytes is None and "no data copied" in describe(h)

@@ -8,7 +8,8 @@ Per moving partition (ListPartitionReassignments):
   size of the adding replicas' logs (DescribeLogDirs ``partition_size``); *bytes remaining* is
   each adding replica's ``offset_lag`` (the leader's high watermark minus its log end) times the
   leader's bytes per offset (its DescribeLogDirs size over its local offsets, ListOffsets
-  EARLIEST_LOCAL to LATEST). A replica not created yet, or one that reports no lag while not in
+  EARLIEST_LOCAL to LATEST), at most the leader's bytes less the replica's (records of mixed
+  sizes make the average wrong; that bound is exact for a copy from the log start). A replica not created yet, or one that reports no lag while not in
   the ISR (Apache Kafka reports a follower's lag against its own high watermark, so ~0), counts
   the leader's local bytes minus its own as remaining. *Bytes to move* = done + remaining, so it
   grows with the ingest the move has to catch up with. With tiered storage the adding replica
@@ -152,7 +153,13 @@ class Tracker:
             if size is None:  # not created there yet: all of the leader's local log is ahead of it
                 rem = leader_size
             elif lag > 0 and per_offset is not None:
+                # The lag is in offsets and the bytes per offset an average: a log of large prefill
+                # records and then small ones would look nearly untouched while its large records
+                # are copied. The leader's bytes less the replica's bound it (exact for a copy from
+                # the log start); the lag keeps a tiered copy's estimate to the tail it copies.
                 rem = int(lag * per_offset)
+                if leader_size is not None:
+                    rem = min(rem, max(leader_size - size, 0))
             elif b in obs.isr.get(tp, []):
                 rem = 0
             else:
