@@ -159,6 +159,15 @@ def _copied(c, bid: int, topic: str) -> int:
     return sum(e["bytes"] for e in _events(c, bid, "bytes_moved", topic) if e.get("direction") == "reassign_in")
 
 
+def _move_and_wait(cluster, topic: str, replicas: list[int]) -> None:
+    a = admin(cluster.bootstrap)
+    try:
+        a.alter_partition_reassignments({KTP(topic, 0): replicas})
+    finally:
+        a.close()
+    wait_for(lambda: _moved(cluster, topic, replicas), 60, "the move")
+
+
 @pytest.mark.parametrize("kip1023", [True, False], ids=["last-tiered", "local-start"])
 def test_move_copies_only_the_local_tail(cluster, kip1023):
     """A tiered partition under load moves [1,2,3] -> [4,2,3]: broker 4 starts after the last
@@ -171,12 +180,7 @@ def test_move_copies_only_the_local_tail(cluster, kip1023):
     wait_for(lambda: _tiered_upto(cluster, 1, topic, 800), 30, "segments tiered")
     load = Load(cluster, topic, "l")
     time.sleep(0.5)
-    a = admin(cluster.bootstrap)
-    try:
-        a.alter_partition_reassignments({KTP(topic, 0): [4, 2, 3]})
-    finally:
-        a.close()
-    wait_for(lambda: _moved(cluster, topic, [4, 2, 3]), 60, "the move")
+    _move_and_wait(cluster, topic, [4, 2, 3])
     acked += load.finish()
     built = _events(cluster, 4, "tiered_replica_built", topic)
     start = _events(cluster, 1, "tiered_copy_from", topic)
@@ -204,12 +208,7 @@ def test_new_replica_skips_tiered_data_the_leader_still_holds(cluster):
     acked = _fill(cluster, topic, 600, tag="h")  # ~2.4 MiB: ~9 segments, all kept locally
     wait_for(lambda: _metrics(cluster, 1, topic).get("highest_tiered_offset", -1) >= 300, 30, "segments tiered")
     assert _metrics(cluster, 1, topic)["local_log_start_offset"] == 0
-    a = admin(cluster.bootstrap)
-    try:
-        a.alter_partition_reassignments({KTP(topic, 0): [4, 2, 3]})
-    finally:
-        a.close()
-    wait_for(lambda: _moved(cluster, topic, [4, 2, 3]), 60, "the move")
+    _move_and_wait(cluster, topic, [4, 2, 3])
     (built,) = _events(cluster, 4, "tiered_replica_built", topic)
     start = _events(cluster, 1, "tiered_copy_from", topic)[-1]
     assert built["from_offset"] == start["offset"] >= 300 and built["start"] == "last_tiered_offset"
