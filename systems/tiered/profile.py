@@ -58,8 +58,9 @@ def check_settings(s: Settings) -> list[tuple[str, str]]:
     if local is not None and local < (segment or 0):
         # Kafka accepts it, but then the leader keeps only its active segment: say so rather
         # than measure a configuration nobody meant.
-        return [(LOCAL_RETENTION_BYTES.name, f"{local} is below system.{SEGMENT_BYTES.name} ({segment}): the leader "
-                                             f"would keep less than one closed segment locally; give at least one segment")]
+        why = (f"{local} is below system.{SEGMENT_BYTES.name} ({segment}): the leader would keep less than one "
+               f"closed segment locally; give at least one segment")
+        return [(LOCAL_RETENTION_BYTES.name, why)]
     return []
 
 
