@@ -100,7 +100,7 @@ class Workload(Model):
         if any(per_topic):
             if not all(per_topic):
                 raise field_error(f"topics.{per_topic.index(False)}.producers",
-                           "producers are per topic once one topic sets them: set them for every topic")
+                                  "producers are per topic once one topic sets them: set them for every topic")
             total = sum(t.producers for t in self.topics)
             if self.producers != total:
                 # workload.producers stays the number of producers the load process starts.
@@ -227,7 +227,7 @@ class Scenario(Model):
             head = key.split(".", 1)[0]
             if head in _NOT_MATRIX or head not in cls.model_fields:
                 raise field_error(key, f"matrix key must be a dotted path into "
-                                f"{', '.join(f for f in cls.model_fields if f not in _NOT_MATRIX)}")
+                                       f"{', '.join(f for f in cls.model_fields if f not in _NOT_MATRIX)}")
         return v
 
     @model_validator(mode="after")
@@ -238,7 +238,7 @@ class Scenario(Model):
             if rf is not None and rf > system.brokers:
                 given = "" if t.replication_factor is not None else f" ({system.kind}'s default)"
                 raise field_error(f"workload.topics.{i}.replication_factor",
-                           f"{rf}{given} exceeds system.brokers ({system.brokers})")
+                                  f"{rf}{given} exceeds system.brokers ({system.brokers})")
             if rf is not None and t.min_insync_replicas is not None and t.min_insync_replicas > rf:
                 raise field_error(f"workload.topics.{i}.min_insync_replicas", f"exceeds the replication factor ({rf})")
         for i, name in enumerate(self.prefill.topics or ()):
@@ -248,7 +248,7 @@ class Scenario(Model):
         for i, cs in enumerate(self.consumers):
             if cs.label in labels:
                 raise field_error(f"consumers.{i}.name", f"{cs.label!r} also names consumers.{labels[cs.label]}: "
-                                                  f"give each set its own name")
+                                                         f"give each set its own name")
             labels[cs.label] = i
             for j, name in enumerate(cs.topics or ()):
                 if wl.topic(name) is None:
@@ -258,14 +258,14 @@ class Scenario(Model):
                          if not self.prefill.bytes_per_partition or t not in self.prefill_topics()]
                 if empty:
                     raise field_error(f"consumers.{i}.mode", f"catch_up reads a backlog: topic {empty[0]!r} has no "
-                                                      f"prefill (prefill.bytes_per_partition / prefill.topics)")
+                                                             f"prefill (prefill.bytes_per_partition / prefill.topics)")
 
         net = self.network
         if not system.profile.launched:
             for f in ("link_rate", "object_store_link_rate", "client_link_rate"):
                 if getattr(net, f) is not None:
                     raise field_error(f"network.{f}", f"the links of a cluster the harness does not start are not the "
-                                               f"harness's to shape (system kind {system.kind!r})")
+                                                      f"harness's to shape (system kind {system.kind!r})")
         if net.link_rate is None:
             for f in ("object_store_link_rate", "client_link_rate"):
                 if getattr(net, f) is not None:

@@ -4,7 +4,7 @@ request, watch until the client sees every target replica set with a leader in i
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from bench.history.names import EVENT_BROKER_STARTED, EVENT_BROKER_STARTING
 from bench.scenario.actions.plans import PartitionMove, Plan, drain_plan, rebalance_plan
