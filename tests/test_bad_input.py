@@ -198,12 +198,12 @@ def test_cancel_answers_name_the_partition(cluster, tmp_path, partition, needle)
 def test_controller_messages_are_kafkas(cluster):
     """AlterPartitionReassignments answered by the controller itself (what any Kafka client sees):
     ReplicationControlManager's messages, naming the broker; nothing changes."""
-    from bench.cli.reassign import _alter
+    from bench.cli.reassign import alter_reassignments
 
     a = admin(cluster.bootstrap)
     try:
         t0 = time.monotonic()
-        res = _alter(a, {TopicPartition("t", 0): [9, 1], TopicPartition("t", 1): [3, 2, 3]})
+        res = alter_reassignments(a, {TopicPartition("t", 0): [9, 1], TopicPartition("t", 1): [3, 2, 3]})
         assert time.monotonic() - t0 < BOUND_S
         assert {(tp.partition, err[0].__name__, err[1]) for tp, err in res.items()} == {
             (0, "InvalidReplicationAssignmentError",

@@ -97,6 +97,135 @@ def test_doc_section_replaced_and_prose_kept():
     assert replace_section("# Faults\n\n## Soak\n", "## Fault suite\n").startswith("# Faults\n\n## Fault suite\n")
 
 
+# -- action specs (bench/scenario/actions/) ----------------------------------------------------------
+
+
+def test_every_action_kind_is_one_spec_and_the_tables_derive_from_them():
+    import typing
+
+    from bench.scenario import (COMMAND_FIELDS, FAULT_ACTIONS, FAULT_RECOVERY, MOVE_ACTIONS, NETWORK_ACTIONS,
+                                RECOVERY_ACTIONS, SPECS, Action, Commands)
+
+    assert list(SPECS) == list(typing.get_args(Action.model_fields["kind"].annotation))
+    fields = set(Action.model_fields) - {"at_s", "kind"}
+    for kind, spec in SPECS.items():
+        assert spec.kind == kind and spec.description.strip(), kind
+        assert spec.required | spec.optional <= fields, kind
+        if spec.recovery is not None:  # a fault: healed by a registered kind, marked on figures
+            assert SPECS[spec.recovery].recovery is None and spec.shade is not None, kind
+    assert FAULT_RECOVERY == {"kill_broker": "restart_broker", "pause_broker": "resume_broker",
+                              "kill_controller": "restart_controller", "stop_object_store": "start_object_store",
+                              "isolate_broker": "heal_broker"}
+    assert (FAULT_ACTIONS, RECOVERY_ACTIONS) == (set(FAULT_RECOVERY), set(FAULT_RECOVERY.values()))
+    assert MOVE_ACTIONS == {"reassign", "move_set", "add_broker_and_rebalance", "drain_broker"}
+    assert NETWORK_ACTIONS == {"isolate_broker", "heal_broker", "set_link_rate"}
+    assert list(Commands.model_fields) == [*COMMAND_FIELDS, "timeout_s"]
+    assert all(SPECS[k].shade.style == "span" for k in MOVE_ACTIONS)
+
+
+def test_both_clusters_implement_cluster_control():
+    """The launched and the external cluster offer every operation of the interface actions use,
+    taking its arguments as the specs pass them: positional ones in order, optional ones (timeout)
+    by name (no telling the two apart elsewhere)."""
+    import inspect
+
+    from bench.run.cluster import Cluster
+    from bench.run.external import ExternalCluster
+    from bench.scenario.actions.context import ClusterControl
+
+    ops = [n for n, v in vars(ClusterControl).items() if inspect.isfunction(v) and not n.startswith("_")]
+    assert {"kill_broker", "restart_controller", "set_link_rate", "start_broker", "broker_ids"} <= set(ops)
+    for cls in (Cluster, ExternalCluster):
+        assert isinstance(cls.launched, bool)
+        for n in ops:
+            want = list(inspect.signature(getattr(ClusterControl, n)).parameters.values())
+            positional = [p for p in want if p.default is inspect.Parameter.empty]
+            inspect.signature(getattr(cls, n)).bind(*positional, **{p.name: p.default for p in want
+                                                                    if p.default is not inspect.Parameter.empty})
+    assert Cluster.launched and not ExternalCluster.launched
+
+
+class _Cluster:
+    """Records what the specs ask of a cluster."""
+
+    launched = True
+
+    def __init__(self):
+        self.calls = []
+
+    def broker_ids(self):
+        return [1, 2, 3, 4]
+
+    def link_rate(self, node):
+        return "100mbit"
+
+    def __getattr__(self, name):
+        return lambda *args, **kw: self.calls.append((name, *args))
+
+
+class _Context:
+    def __init__(self, sc):
+        self.sc, self.cluster, self.events, self.finished, self.plans = sc, _Cluster(), [], [], []
+
+    def event(self, name, detail, *, ts=None):
+        self.events.append((name, detail))
+
+    def finish(self, i, a, detail, **fields):
+        self.finished.append((i, detail, fields))
+
+    def metadata(self):
+        return {("hot", 0): {"leader": 1, "replicas": [1], "isr": [1]},
+                ("cold", 0): {"leader": 3, "replicas": [3], "isr": [3]}}
+
+    def moving(self):
+        return {0: {("hot", 0): {1, 2}}}
+
+    def partitions(self):
+        return self.sc.partitions()
+
+    def added_broker(self, i):
+        return self.sc.added_broker_ids()[i]
+
+    def carry_out(self, i, a, plan, start):
+        self.plans.append((i, plan, start))
+
+
+def test_specs_execute_through_the_action_context():
+    """A spec acts only through the context and the cluster-control interface: what it asks of
+    them and the events it records."""
+    data = {**BASE, "system": {"kind": "replication", "brokers": 3}, "network": {"link_rate": "100mbit"}}
+    data["workload"] = {**BASE["workload"], "topics": [{"name": "hot", "partitions": 1, "replication_factor": 1},
+                                                       {"name": "cold", "partitions": 1, "replication_factor": 1}]}
+    data["actions"] = [
+        {"at_s": 1, "kind": "reassign", "topic": "hot", "partition": 0, "replace": 1, "by": 2},
+        {"at_s": 2, "kind": "kill_broker", "broker": 2}, {"at_s": 3, "kind": "restart_broker", "broker": 2},
+        {"at_s": 4, "kind": "kill_controller"}, {"at_s": 5, "kind": "restart_controller"},
+        {"at_s": 6, "kind": "set_link_rate", "broker": 1, "rate": "10mbit"},
+        {"at_s": 7, "kind": "add_broker_and_rebalance"}, {"at_s": 8, "kind": "drain_broker", "broker": 3}]
+    sc = parse_scenario(data, "f.yaml")
+    ctx = _Context(sc)
+    for i, a in enumerate(sc.actions):
+        a.spec.execute(ctx, i, a)
+    assert ctx.cluster.calls == [("kill_broker", 2), ("restart_broker", 2), ("kill_controller",),
+                                 ("restart_controller",), ("set_link_rate", "broker-1", "10mbit"),
+                                 ("start_broker", 4)]
+    starts = [d for name, d in ctx.events if name == "action_start"]
+    # broker 2 holds nothing but receives hot-0 from the running move; a recovery names no partitions
+    assert starts[0] == {"action_id": 1, "action": "kill_broker", "at_s": 2.0, "broker": 2,
+                         "partitions": [{"topic": "hot", "partition": 0}]}
+    assert starts[1] == {"action_id": 2, "action": "restart_broker", "at_s": 3.0, "broker": 2}
+    assert starts[2]["partitions"] == [{"topic": "hot", "partition": 0}, {"topic": "cold", "partition": 0}]
+    assert starts[4] == {"action_id": 5, "action": "set_link_rate", "at_s": 6.0, "node": "broker-1",
+                         "rate": "10mbit", "previous_rate": "100mbit"}
+    assert [f[1] for f in ctx.finished] == ["kill broker 2", "restart broker 2", "kill controller",
+                                            "restart controller", "broker-1 link 100mbit -> 10mbit"]
+    # moves: a plan each, carried out by the run (bench/run/timeline.py)
+    assert ctx.plans[0] == (0, [("hot", 0, [2])], {"topic": "hot", "partition": 0, "to": [2]})
+    assert ctx.plans[1][0] == 6 and ctx.plans[1][2] == {}
+    assert ctx.plans[2] == (7, [("cold", 0, [2])], {})  # the least loaded other broker
+    assert [n for n, _ in ctx.events if n.startswith("broker_")] == ["broker_starting", "broker_started"]
+
+
 # -- real runs -----------------------------------------------------------------------------------
 
 

@@ -94,3 +94,26 @@ def test_harness_never_compares_a_system_name():
                     and re.fullmatch(names, node.value)):
                 offenders.append(f"{f.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not offenders, "ask the system's profile instead:\n" + "\n".join(offenders)
+
+
+def test_scenario_layer_never_imports_the_runner():
+    """bench/scenario (and what it stands on, bench/history) act through protocols that bench/run
+    implements (bench/scenario/actions/context.py); they import no layer above them."""
+    modules = _modules()
+    above = ("bench.run", "bench.check", "bench.analysis", "bench.report", "bench.cli")
+    bad = [(m, d) for m, p in modules.items() if m.split(".")[:2] in (["bench", "scenario"], ["bench", "history"])
+           for d in _imports(m, p, modules) if d.startswith(above)]
+    assert not bad, bad
+
+
+def test_no_private_name_imported_across_modules():
+    """A name another module needs is public (or moves to where it is used). Checked for the
+    packages issue 27 cleaned; the integrator widens it."""
+    offenders = []
+    for pkg in ("bench/scenario", "bench/run", "bench/history"):
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGES):
+                    offenders += [f"{f.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
+                                  if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not offenders, "\n".join(offenders)

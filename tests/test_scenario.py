@@ -474,3 +474,23 @@ def test_tiered_move_compares_kip_1023_with_kip_405():
     assert r.settings()["replication_throttle_bytes_per_s"] == 12_500_000
     assert [c.mode for c in r.consumers] == ["catch_up"] and r.consumers[0].start_lag_bytes is None
     assert r.actions[0].replace == 1 and r.actions[0].by == 4
+
+
+def test_system_section_is_built_from_the_profiles_declared_settings():
+    """Each profile declares the scenario settings it reads (systems/*/profile.py); the `system`
+    section has every one of them, flat, with its doc; OWN_SETTINGS are those one system reads."""
+    from bench.scenario import OWN_SETTINGS, SETTINGS, System
+    from systems.registry import PROFILES
+
+    declared = {st.name: st for p in PROFILES.values() for st in p.scenario_settings}
+    assert set(declared) == set(SETTINGS) and set(SETTINGS) < set(System.model_fields)
+    for name, st in declared.items():
+        assert System.model_fields[name].description == st.doc and System.model_fields[name].default is None
+    readers = {n: [p.name for p in PROFILES.values() if any(st.name == n for st in p.scenario_settings)]
+               for n in declared}
+    assert set(OWN_SETTINGS) == {n for n, r in readers.items() if len(r) == 1}
+    assert readers["replication_throttle_bytes_per_s"] == ["replication", "tiered", "external"]
+    # the profiles fill in their own defaults where the scenario leaves a setting unset
+    sc = parse_scenario(minimal(system={"kind": "tiered", "brokers": 3}), "x.yaml")
+    assert sc.system.segment_bytes is None
+    assert sc.profile.describe(sc.settings())["segment_bytes"] == declared["segment_bytes"].default

@@ -93,7 +93,7 @@ def _admin(bootstrap: str) -> KafkaAdminClient:
                              f"ApiVersions and Metadata within {BOOTSTRAP_TIMEOUT_S:g} s") from None
 
 
-def _alter(admin: KafkaAdminClient, reassignments: dict) -> dict[TopicPartition, tuple[type, str] | None]:
+def alter_reassignments(admin: KafkaAdminClient, reassignments: dict) -> dict[TopicPartition, tuple[type, str] | None]:
     """AlterPartitionReassignments: {partition: None (accepted) or (error class, the controller's
     message)}. kafka-python's alter_partition_reassignments keeps only the error code; the message
     is what names the broker or partition at fault."""
@@ -167,7 +167,7 @@ def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: 
             print("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
                   "the throttle is removed.", file=out)
             print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
-        results = _alter(admin, {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
+        results = alter_reassignments(admin, {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
         failed = {tp: err for tp, err in results.items() if err is not None}
         ok = [tp for tp in results if tp not in failed]
         if ok:
@@ -312,7 +312,7 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
 def cancel(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
     admin = _admin(bootstrap)
     try:
-        results = _alter(admin, {TopicPartition(p["topic"], p["partition"]): None for p in plan})
+        results = alter_reassignments(admin, {TopicPartition(p["topic"], p["partition"]): None for p in plan})
         rc = 0
         for tp, err in sorted(results.items()):
             if err is None:

@@ -65,6 +65,13 @@ COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> brok
 COUNTER_SENT_INTER_BROKER = "bytes_sent_inter_broker"  # the same bytes seen by the sender
 COUNTER_OBJSTORE = "bytes_moved_objstore"  # bytes uploaded to / read from object storage for a move
 
+# How often the harness looks (bench/run/observe.py): the time resolution of what the history says
+# about moves, which summaries and the report state.
+POLL_INTERVAL_S = 0.1  # the client-side metadata poller (leader_change events)
+# The protocol observer: ListPartitionReassignments every tick, DescribeLogDirs every other one.
+PROTOCOL_POLL_S = 0.25
+LOG_DIRS_EVERY = 2
+
 # `source` of a leader_change: the harness's metadata poller (what a client sees); journal rows
 # carry the emitting process instead ("controller" or a broker id).
 SOURCE_CLIENT = "client"

@@ -35,6 +35,11 @@ class ClusterError(Exception):
 
 
 class Cluster:
+    """A cluster this launcher starts; also the cluster-control interface actions use
+    (bench/scenario/actions/context.py: ClusterControl)."""
+
+    launched = True  # its processes are the harness's: it kills, pauses, restarts, adds; it keeps journals
+
     def __init__(self, system: str, brokers: int, directory: str, config: dict | None = None,
                  controller_config: dict | None = None, link_rate: str | None = None,
                  object_store_link_rate: str | None = None, client_link_rate: str | None = None):
@@ -240,6 +245,10 @@ class Cluster:
 
     def heal_broker(self, bid: int) -> None:
         self._link(broker_node(bid)).set_up(broker_node(bid), True)
+
+    def link_rate(self, name: str) -> str | None:
+        """The rate of node `name`'s link now (None: no emulated links)."""
+        return self.network.rates.get(name) if self.network is not None else None
 
     def set_link_rate(self, name: str, rate: str) -> None:
         """Change the rate of one node's link (`broker-N`, `controller`, `objstore`, `client`)

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.history.names import POLL_INTERVAL_S
 from bench.run import runner
 from bench.run.external import THROTTLE_KEYS
-from bench.run.observe import POLL_INTERVAL_S
 from bench.scenario import load_scenario, resolve_scenario, to_external
 from systems.registry import LAUNCHED
 

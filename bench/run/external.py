@@ -15,9 +15,11 @@ What the harness does there, and nothing else:
 * runs ``system.commands.<action>`` with ``{broker}`` filled in for a fault action; a restart is
   done when clients see the broker in the metadata again.
 
-It offers the launcher's interface (:class:`bench.run.cluster.Cluster`) where the runner and the
-timeline use it: ``bootstrap``, ``broker_ids``, ``processes``, ``network`` (None), ``dir`` (None: no
-journals to collect), ``start``, ``stop``, ``prepare_topics`` and the broker actions.
+It offers the launcher's interface (:class:`bench.run.cluster.Cluster`) where the runner uses it
+(``bootstrap``, ``broker_ids``, ``processes``, ``network`` (None), ``start``, ``stop``,
+``prepare_topics``) and the cluster-control interface the actions use
+(``bench/scenario/actions/context.py``: ``launched`` False; the broker faults through the
+scenario's commands, the rest refused, as the scenario validator refuses them).
 """
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.thro
 
 
 class ExternalCluster:
+    launched = False  # no processes of its own to act on, no journals to collect
     network = None
-    dir = None
 
     def __init__(self, system: Any, topic_prefix: str) -> None:
         self.system = system  # the scenario's system section
@@ -227,7 +229,7 @@ class ExternalCluster:
             except Exception as e:  # noqa: BLE001 - a dead broker: say so, go on with the others
                 log.error("could not restore the throttle of broker %d (%s): %s", b, saved, e)
 
-    # -- fault actions through the scenario's commands -------------------------------------------
+    # -- the cluster-control interface: fault actions through the scenario's commands ----------
 
     def _run_command(self, action: str, broker: int) -> None:
         template = getattr(self.system.commands, action, None) if self.system.commands else None
@@ -268,3 +270,36 @@ class ExternalCluster:
             time.sleep(0.2)
         raise ClusterError(f"broker {broker} not in the cluster's metadata {timeout:.0f}s after "
                            f"system.commands.restart_broker")
+
+    # What only a cluster the harness starts can do (the scenario validator refuses these actions
+    # on this one: their specs need a launched cluster).
+
+    def _not_here(self, what: str) -> ClusterError:
+        return ClusterError(f"{what}: not on a cluster the harness does not start (at {self.bootstrap})")
+
+    def start_broker(self, bid: int, timeout: float = 60.0) -> None:
+        raise self._not_here(f"start broker {bid}")
+
+    def kill_controller(self) -> None:
+        raise self._not_here("kill the controller")
+
+    def restart_controller(self, timeout: float = 60.0) -> None:
+        raise self._not_here("restart the controller")
+
+    def stop_object_store(self) -> None:
+        raise self._not_here("stop the object store")
+
+    def start_object_store(self, timeout: float = 60.0) -> None:
+        raise self._not_here("start the object store")
+
+    def isolate_broker(self, bid: int) -> None:
+        raise self._not_here(f"isolate broker {bid}")
+
+    def heal_broker(self, bid: int) -> None:
+        raise self._not_here(f"heal broker {bid}")
+
+    def link_rate(self, node: str) -> str | None:
+        return None  # its links are its own
+
+    def set_link_rate(self, node: str, rate: str) -> None:
+        raise self._not_here(f"set the rate of {node}'s link")

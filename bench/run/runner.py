@@ -73,10 +73,10 @@ from bench.run.consumers import ConsumerProcess
 from bench.run.external import ExternalCluster
 from bench.run.load import json_lines, prefill, stop_child, verify
 from bench.run.network import rate_bits
-from bench.run.progress import Progress
-from bench.scenario import Scenario, Topic, _split_path, expand, split_repetition
+from bench.run.live_display import LiveDisplay
 from bench.run.state import RunState
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
+from bench.scenario import Scenario, Topic, expand, get_path, split_repetition
 from systems.core.config import known as config_keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,13 +115,6 @@ def topic_configs(sc: Scenario, topic: Topic) -> dict[str, str]:
     return cfg
 
 
-def _get_path(data: Any, path: str) -> Any:
-    node = data
-    for part in _split_path(path):
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    return node
-
-
 def timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
@@ -144,7 +137,7 @@ class Run:
         self.start_timeout_s = start_timeout_s
         self.state = RunState(run_id, sc)
         self.windows = MoveWindows()
-        self.cluster: Cluster | None = None
+        self.cluster: Cluster | ExternalCluster | None = None
         self.cluster_tmp: Path | None = None
         self.load_proc: subprocess.Popen | None = None
         self.consumers: ConsumerProcess | None = None
@@ -278,7 +271,7 @@ class Run:
                                    object_store_link_rate=sc.network.object_store_link_rate,
                                    client_link_rate=sc.network.client_link_rate)
         self.cluster.start(timeout=self.start_timeout_s)
-        if self.cluster.dir is None:
+        if not self.cluster.launched:
             self.event(EVENT_EXTERNAL_CLUSTER, {**self.cluster.facts(), "set": self.cluster.config})
         network = self.cluster.network.to_dict() if self.cluster.network else None
         self.event(EVENT_CLUSTER_STARTED, {"bootstrap": self.cluster.bootstrap, "config": self.cluster.config,
@@ -552,7 +545,7 @@ class Run:
         run_dir/cluster-data with --keep-data)."""
         from systems.core.events import read_events
 
-        if self.cluster.dir is None:  # not started here: no journals, no logs of its own
+        if not self.cluster.launched:  # not started here: no journals, no logs of its own
             return
         cdir = Path(self.cluster.dir)
         if not cdir.is_dir():
@@ -619,7 +612,7 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         raise RunError(f"{base} already exists")
     matrix_keys = list(scenario.matrix)
     out: list[tuple[Path, dict]] = []
-    ui = Progress() if progress else None
+    ui = LiveDisplay() if progress else None
     if len(runs) > 1:
         base.mkdir(parents=True, exist_ok=True)
         (base / "runs.json").write_text(json.dumps({"scenario": scenario.name, "runs": [r for r, _ in runs]},
@@ -628,7 +621,7 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         for n, (run_id, sc) in enumerate(runs, 1):
             run_dir = base if len(runs) == 1 else base / run_id
             resolved = sc.resolved()
-            matrix = {k: _get_path(resolved, k) for k in matrix_keys}
+            matrix = {k: get_path(resolved, k) for k in matrix_keys}
             if ui:
                 ui.begin(f"[{n}/{len(runs)}] {run_id}", sc)
             try:

@@ -1,5 +1,5 @@
-"""Live state of one run, shared by the runner's threads (timeline, observers) and the progress
-display."""
+"""Live state of one run, shared by the runner's threads (timeline, observers) and the live
+display (live_display.py)."""
 from __future__ import annotations
 
 import threading

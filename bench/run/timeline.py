@@ -1,13 +1,10 @@
 """The action timeline (Jepsen's nemesis and the operator in one): every action of a scenario at
 its ``at_s`` (seconds after the load started), recorded in the history as ``action_start`` /
-``action_end`` events. Moves go through the Kafka admin API (AlterPartitionReassignments) as an
-operator's tool would; faults act on the cluster's processes by PID (kill -9 and restart of a
-broker or the controller, SIGSTOP / SIGCONT of a broker, stop / start of the object store) or on
-its emulated network (a broker's link cut and restored; any link's rate changed).
-
-A new action kind = its name in ``bench/scenario.py`` (``ActionKind`` and its fields) and a
-handler in :data:`HANDLERS` here; a new fault also gets its recovery action in
-``scenario.FAULT_RECOVERY`` and its process operations in ``_DO``.
+``action_end`` events. What an action does is its spec's (``bench/scenario/actions/``): faults act
+on the cluster's processes (through the cluster-control interface the launched and the external
+cluster implement) or on its emulated network; a move makes a plan, and this module carries it out
+through the Kafka admin API (AlterPartitionReassignments) as an operator's tool would
+(:class:`MoveScheduler`, :func:`watch_moves`).
 """
 from __future__ import annotations
 
@@ -15,135 +12,111 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from bench.history.names import (
     EVENT_ACTION_END,
     EVENT_ACTION_START,
-    EVENT_BROKER_STARTED,
-    EVENT_BROKER_STARTING,
     EVENT_MOVE_OBSERVED,
     EVENT_REASSIGN_REQUESTED,
+    POLL_INTERVAL_S,
 )
-from bench.run.observe import POLL_INTERVAL_S
-from bench.run.planners import drain_plan, partitions_on, rebalance_plan
-from bench.scenario import FAULT_ACTIONS, Action
+from bench.history.journal import MoveWindows
+from bench.run.state import RunState
+from bench.scenario import Action, Scenario
+from bench.scenario.actions.context import ClusterControl
+from bench.scenario.actions.plans import Metadata, Plan
+from bench.scenario.actions.spec import event_base
 
 MOVE_GRACE_S = 30.0  # a move still running when the load ends gets this long to finish
 
 log = logging.getLogger("bench.run.timeline")
 
 
-def run_timeline(run: Any, t_zero: float) -> None:
+class RunHandle(Protocol):
+    """What the timeline uses of a run (bench/run/runner.py: Run)."""
+
+    sc: Scenario
+    state: RunState
+    cluster: ClusterControl
+    windows: MoveWindows
+
+    def event(self, name: str, detail: dict[str, Any] | None = None, *, ts: float | None = None,
+              topic: str | None = None, partition: int = -1) -> None: ...
+
+    def thread(self, target: Callable, name: str, *args: Any) -> threading.Thread: ...
+
+    def sleep_until(self, t: float) -> bool: ...
+
+    def admin(self) -> Any: ...
+
+
+def run_timeline(run: RunHandle, t_zero: float) -> None:
     """Carry out every action of ``run.sc`` in order, each at ``t_zero + at_s``."""
+    ctx = TimelineContext(run, t_zero)
     for i, a in enumerate(run.sc.actions):
         if not run.sleep_until(t_zero + a.at_s):
             return
         st = run.state.actions[i]
         st.status, st.started = "running", time.time()
         try:
-            HANDLERS[a.kind](run, i, a, t_zero)
+            a.spec.execute(ctx, i, a)
         except Exception as exc:
             log.exception("action %d (%s) failed", i, a.kind)
             st.status, st.detail, st.ended = "failed", f"{type(exc).__name__}: {exc}", time.time()
             run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": False, "error": st.detail})
 
 
-def _base(i: int, a: Action) -> dict[str, Any]:
-    return {"action_id": i, "action": a.kind, "at_s": a.at_s}
+class TimelineContext:
+    """The run as its actions see it (bench/scenario/actions/context.py: ActionContext)."""
 
+    def __init__(self, run: RunHandle, t_zero: float) -> None:
+        self.run = run
+        self.t_zero = t_zero
+        self.cluster = run.cluster
 
-def _done(run: Any, i: int, a: Action, detail: str, **fields: Any) -> None:
-    st = run.state.actions[i]
-    st.status, st.ended, st.detail = "done", time.time(), detail
-    run.event(EVENT_ACTION_END, {**_base(i, a), "ok": True, **fields})
+    def event(self, name: str, detail: dict[str, Any], *, ts: float | None = None) -> None:
+        self.run.event(name, detail, ts=ts)
 
+    def finish(self, i: int, a: Action, detail: str, **fields: Any) -> None:
+        st = self.run.state.actions[i]
+        st.status, st.ended, st.detail = "done", time.time(), detail
+        self.run.event(EVENT_ACTION_END, {**event_base(i, a), "ok": True, **fields})
 
-# -- faults ------------------------------------------------------------------------------------
-# A fault's action_start names the partitions it affects (the checkers' outage window is per
-# affected partition); its recovery action (FAULT_RECOVERY) only names its broker, if any.
+    def metadata(self) -> Metadata:
+        return self.run.state.metadata_snapshot()
 
-_DO: dict[str, Callable[[Any, Action], None]] = {
-    "kill_broker": lambda c, a: c.kill_broker(a.broker),
-    "restart_broker": lambda c, a: c.restart_broker(a.broker, timeout=60),
-    "pause_broker": lambda c, a: c.pause_broker(a.broker),
-    "resume_broker": lambda c, a: c.resume_broker(a.broker),
-    "kill_controller": lambda c, a: c.kill_controller(),
-    "restart_controller": lambda c, a: c.restart_controller(timeout=60),
-    "stop_object_store": lambda c, a: c.stop_object_store(),
-    "start_object_store": lambda c, a: c.start_object_store(timeout=60),
-    "isolate_broker": lambda c, a: c.isolate_broker(a.broker),
-    "heal_broker": lambda c, a: c.heal_broker(a.broker),
-}
+    def moving(self) -> dict[int, dict[tuple[str, int], set[int]]]:
+        return self.run.state.moving
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return self.run.sc.partitions()
+
+    def added_broker(self, i: int) -> int:
+        return self.run.sc.added_broker_ids()[i]
+
+    def carry_out(self, i: int, a: Action, plan: Plan, start: dict[str, Any]) -> None:
+        carry_out(self.run, i, a, plan, start, self.t_zero)
 
 
 def _tps(tps: list[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partition": p} for t, p in tps]
 
 
-def affected_partitions(run: Any, a: Action) -> list[tuple[str, int]]:
-    """A broker fault affects the partitions with a replica on (or led by) the broker, as the
-    client sees them now, and those a running move takes from it or brings to it (mid-move the
-    metadata may show neither the closing source nor the target that does not serve yet); every
-    partition depends on the controller and the object store."""
-    if a.broker is None:
-        return run.sc.partitions()
-    moving = {tp for plan in run.state.moving.values() for tp, brokers in plan.items() if a.broker in brokers}
-    return sorted(set(partitions_on(run.state.metadata_snapshot(), a.broker)) | moving)
-
-
-def fault(run: Any, i: int, a: Action, t_zero: float) -> None:
-    """A fault or a recovery action: the process operation of ``_DO``, between action_start and
-    action_end (a restart's action_end is when it serves again)."""
-    who = {"broker": a.broker} if a.broker is not None else {}
-    start = dict(_base(i, a), **who)
-    if a.kind in FAULT_ACTIONS:
-        start["partitions"] = _tps(affected_partitions(run, a))
-    run.event(EVENT_ACTION_START, start)
-    _DO[a.kind](run.cluster, a)
-    _done(run, i, a, a.kind.replace("_", " ") + (f" {a.broker}" if a.broker is not None else ""), **who)
-
-
-def link_rate(run: Any, i: int, a: Action, t_zero: float) -> None:
-    """set_link_rate: one node's link changes rate while traffic flows (the link_sample events
-    carry the rate in force at each sample)."""
-    node = a.link_node
-    old = run.cluster.network.rates.get(node)
-    run.event(EVENT_ACTION_START, {**_base(i, a), "node": node, "rate": a.rate, "previous_rate": old})
-    run.cluster.set_link_rate(node, a.rate)
-    _done(run, i, a, f"{node} link {old} -> {a.rate}", node=node, rate=a.rate)
-
-
 # -- moves -------------------------------------------------------------------------------------
 
 
-def move(run: Any, i: int, a: Action, t_zero: float) -> None:
-    """reassign, move_set, add_broker_and_rebalance, drain_broker: plan, request, watch."""
+def carry_out(run: RunHandle, i: int, a: Action, plan: Plan, fields: dict[str, Any], t_zero: float) -> None:
+    """A move's plan: action_start (its partitions, from and to), the first request, then a
+    watcher thread until every move is seen done."""
     st = run.state.actions[i]
-    base = _base(i, a)
-    brokers = run.cluster.broker_ids()
-    if a.kind == "add_broker_and_rebalance":
-        new = run.sc.added_broker_ids()[i]
-        t0 = time.time()
-        run.event(EVENT_BROKER_STARTING, {**base, "broker": new})
-        run.cluster.start_broker(new, timeout=60)
-        run.event(EVENT_BROKER_STARTED, {**base, "broker": new, "seconds": time.time() - t0})
-        plan = rebalance_plan(run.state.metadata_snapshot(), run.cluster.broker_ids(), new)
-    elif a.kind == "drain_broker":
-        plan = drain_plan(run.state.metadata_snapshot(), brokers, a.broker, a.to)
-    else:
-        current: dict[str, dict[int, list[int]]] = {}
-        for (t, p), m in run.state.metadata_snapshot().items():
-            current.setdefault(t, {})[p] = list(m.get("replicas") or ())
-        plan = [(m.topic, m.partition, list(m.to)) for m in a.moves(current)]
+    base = event_base(i, a)
     md = run.state.metadata_snapshot()
     entries = [{"topic": t, "partition": p, "to": to, "from": md.get((t, p), {}).get("replicas")}
                for t, p, to in plan]
     start = time.time()
     run.windows.add(i, [(t, p) for t, p, _ in plan], start)
-    run.event(EVENT_ACTION_START, {**base, "partitions": entries, **(
-        {"topic": plan[0][0], "partition": plan[0][1], "to": plan[0][2]} if a.kind == "reassign" else {})},
-        ts=start)
+    run.event(EVENT_ACTION_START, {**base, "partitions": entries, **fields}, ts=start)
     if not plan:
         st.status, st.ended, st.detail = "done", time.time(), "nothing to move"
         run.event(EVENT_ACTION_END, {**base, "ok": True, "partitions": 0})
@@ -213,7 +186,7 @@ class MoveScheduler:
         return not self.waiting and not self.inflight
 
 
-def _submit(run: Any, i: int, a: Action, sched: MoveScheduler, start: float,
+def _submit(run: RunHandle, i: int, a: Action, sched: MoveScheduler, start: float,
             ) -> tuple[list[tuple[str, int, list[int]]], dict[str, str]]:
     """One AlterPartitionReassignments for the waiting moves that fit now; records
     reassign_requested (with the partitions it carried, so queued moves' submit times are in the
@@ -233,7 +206,7 @@ def _submit(run: Any, i: int, a: Action, sched: MoveScheduler, start: float,
     for t, p, _ in batch:
         if f"{t}-{p}" in errors:
             sched.finish((t, p))
-    run.event(EVENT_REASSIGN_REQUESTED, {**_base(i, a), "accepted": len(accepted), "errors": errors,
+    run.event(EVENT_REASSIGN_REQUESTED, {**event_base(i, a), "accepted": len(accepted), "errors": errors,
                                          "request_seconds": time.time() - t0,
                                          "submitted_after_s": t0 - start,
                                          "partitions": _tps([(t, p) for t, p, _ in batch])}, ts=t0)
@@ -243,7 +216,7 @@ def _submit(run: Any, i: int, a: Action, sched: MoveScheduler, start: float,
 _ADMIN_LOCK = threading.Lock()
 
 
-def watch_moves(run: Any, i: int, a: Action, sched: MoveScheduler, errors: dict, t_zero: float) -> None:
+def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors: dict, t_zero: float) -> None:
     """A move is done when the client sees the target replica set with a leader in it; with a
     concurrency limit its slots then go to the next waiting moves."""
     st = run.state.actions[i]
@@ -274,13 +247,3 @@ def watch_moves(run: Any, i: int, a: Action, sched: MoveScheduler, errors: dict,
     run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": ok, "completed": not unfinished,
                                  "unfinished": [f"{t}-{p}" for t, p in unfinished], "errors": errors,
                                  "seconds": now - (st.started or now)})
-
-
-HANDLERS: dict[str, Callable[[Any, int, Action, float], None]] = {
-    "reassign": move,
-    "move_set": move,
-    "add_broker_and_rebalance": move,
-    "drain_broker": move,
-    **{kind: fault for kind in _DO},
-    "set_link_rate": link_rate,
-}

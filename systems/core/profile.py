@@ -2,16 +2,46 @@
 one small object per system package, registered in `systems/registry.py`. The harness asks the
 profile; it never branches on a system's name.
 
-Scenario settings reach a profile as a plain mapping (the scenario's `system` section with
-defaults filled in), so `systems/` never depends on the harness's scenario model.
+A profile declares the scenario settings its system reads (:class:`ScenarioSetting`); the harness
+builds the scenario's `system` section from every profile's declarations. The values reach the
+profile back as a plain mapping (the `system` section with defaults filled in), so `systems/`
+never depends on the harness's scenario model.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 Settings = Mapping[str, Any]
+# What a scenario setting holds. bytes / bytes_per_s: a byte count (4096 or "64MiB", parsed by the
+# harness); milliseconds: a number; bool: true or false; share_of_link: a number in (0, 1], a share
+# of the brokers' emulated link (network.link_rate) that the harness turns into the bytes/s of the
+# setting named by `gives`.
+SettingType = Literal["bytes", "bytes_per_s", "milliseconds", "bool", "share_of_link"]
+
+
+@dataclass(frozen=True)
+class ScenarioSetting:
+    """One setting of a scenario's `system` section that a system reads, flat in YAML
+    (`system.<name>`, `--set system.<name>=...`, a matrix key `system.<name>`). Unset (None) means
+    the system's own value, `default`, which the profile fills in with :meth:`value`. Two systems
+    that read the same setting share one declaration (the profile of one imports the other's)."""
+
+    name: str
+    type: SettingType
+    doc: str  # one line for the docs and the scenario model's field description
+    gt: float | None = None  # bounds, checked when the scenario is read
+    ge: float | None = None
+    le: float | None = None
+    default: Any = None  # the system's value when the scenario leaves the setting unset
+    gives: str | None = None  # share_of_link: the bytes/s setting the share is turned into
+    noun: str = ""  # what messages call it ("throttle")
+
+    def value(self, s: Settings) -> Any:
+        """The setting in the scenario's settings, else the system's default."""
+        v = s.get(self.name)
+        return self.default if v is None else v
 
 
 @dataclass(frozen=True)
@@ -102,9 +132,16 @@ class SystemProfile:
     # False: a cluster someone else runs, reached at a bootstrap address (backend and
     # controller_extension unused); the harness never starts, stops or reconfigures its processes.
     launched: bool = True
-    # The scenario's `system` settings this system reads; the scenario refuses the others, naming
-    # them. None: any (a two-system scenario sets what only one of them reads).
-    settings: frozenset[str] | None = None
+    # The scenario's `system` settings this system reads (the scenario's `system` section has the
+    # union over every profile).
+    scenario_settings: tuple[ScenarioSetting, ...] = ()
+    # True: the scenario refuses every setting this system does not read, naming them (a cluster
+    # configured by whoever runs it). False: it accepts them (a two-system scenario sets what only
+    # one of them reads; the other is not given them).
+    only_own_settings: bool = False
+    # scenario settings -> (setting, why) for each combination of this system's settings that
+    # makes no sense; checked on every scenario that sets them.
+    check_settings: Callable[[Settings], list[tuple[str, str]]] = lambda s: []
 
     @property
     def services(self) -> tuple[Service, ...]:

@@ -5,6 +5,7 @@ changes no setting but the replication throttle, which it restores."""
 from __future__ import annotations
 
 from systems.core.profile import SystemProfile
+from systems.replication.profile import THROTTLE_BYTES
 # Kafka's throttle applies only to the replicas the topic's *.replication.throttled.replicas name.
 from systems.replication.profile import topic_configs
 
@@ -27,6 +28,8 @@ PROFILE = SystemProfile(
     broker_settings=lambda s: {},
     topic_configs=topic_configs,
     launched=False,
-    settings=frozenset({"replication_throttle_bytes_per_s", "bootstrap", "commands", "topic_prefix",
-                        "existing_topics", "label"}),
+    # The harness sets the throttle with IncrementalAlterConfigs (bench/run/external.py) and
+    # nothing else: the cluster's own settings are its operator's.
+    scenario_settings=(THROTTLE_BYTES,),
+    only_own_settings=True,
 )

@@ -1,12 +1,23 @@
 """The replication-copy system's profile (classic Kafka: a move copies the log between brokers)."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, Settings, SystemProfile
+from systems.core.profile import JournalMeaning, ScenarioSetting, Settings, SystemProfile
+
+# An operator's cap on inter-broker replication traffic during a move, in bytes/s or as a share of
+# the brokers' link rate (the harness turns the share into bytes/s before the profile sees it).
+THROTTLE_BYTES = ScenarioSetting(
+    "replication_throttle_bytes_per_s", "bytes_per_s", gt=0, noun="replication throttle",
+    doc="Cap on inter-broker replication traffic during a move, bytes/s (Kafka's "
+        "leader/follower.replication.throttled.rate); unset: unthrottled.")
+THROTTLE_OF_LINK = ScenarioSetting(
+    "replication_throttle_of_link", "share_of_link", gt=0, le=1, gives=THROTTLE_BYTES.name, noun="throttle",
+    doc="The same cap as a share of the brokers' link rate (needs network.link_rate).")
+SCENARIO_SETTINGS = (THROTTLE_BYTES, THROTTLE_OF_LINK)
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
     cfg: dict[str, str] = {}
-    rate = s.get("replication_throttle_bytes_per_s")
+    rate = s.get(THROTTLE_BYTES.name)
     if rate:
         cfg["leader.replication.throttled.rate"] = str(rate)
         cfg["follower.replication.throttled.rate"] = str(rate)
@@ -14,7 +25,7 @@ def broker_settings(s: Settings) -> dict[str, str]:
 
 
 def topic_configs(s: Settings) -> dict[str, str]:
-    if s.get("replication_throttle_bytes_per_s"):
+    if s.get(THROTTLE_BYTES.name):
         # Kafka applies the throttle rate only to the replicas these configs name.
         return {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
     return {}
@@ -37,4 +48,5 @@ PROFILE = SystemProfile(
     broker_settings=broker_settings,
     topic_configs=topic_configs,
     journal=JournalMeaning(move_complete={"reassignment_completed": "leader"}),
+    scenario_settings=SCENARIO_SETTINGS,
 )

@@ -1,26 +1,37 @@
 """The shared-storage system's profile (AutoMQ-style: a move hands stream ownership over)."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, Service, Settings, SystemProfile
+from systems.core.profile import JournalMeaning, ScenarioSetting, Service, Settings, SystemProfile
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
+
+# Also the tiered system's (its object store is this one).
+OBJSTORE_BANDWIDTH = ScenarioSetting(
+    "objstore_bandwidth_bytes_per_s", "bytes_per_s", gt=0,
+    doc="Cap on each broker's object-storage bandwidth, bytes/s (s3.bandwidth.bytes.per.s); unset: unthrottled.")
+WAL_BATCH_INTERVAL = ScenarioSetting(
+    "wal_batch_interval_ms", "milliseconds", gt=0, default=SETTINGS_DEFAULTS["wal.batch.interval.ms"],
+    doc="How long a broker gathers appends into one WAL object before its PUT (wal.batch.interval.ms).")
+WAL_UPLOAD_THRESHOLD = ScenarioSetting(
+    "wal_upload_threshold_bytes", "bytes", gt=0, default=SETTINGS_DEFAULTS["wal.upload.threshold.bytes"],
+    doc="Durable WAL bytes a broker gathers before uploading them into stream objects "
+        "(wal.upload.threshold.bytes): a move's un-uploaded tail.")
+SCENARIO_SETTINGS = (OBJSTORE_BANDWIDTH, WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
+    # Only what the scenario sets: the rest stays the brokers' own default.
     cfg: dict[str, str] = {}
-    if s.get("objstore_bandwidth_bytes_per_s"):
-        cfg["s3.bandwidth.bytes.per.s"] = str(s["objstore_bandwidth_bytes_per_s"])
-    if s.get("wal_batch_interval_ms") is not None:
-        cfg["wal.batch.interval.ms"] = str(int(s["wal_batch_interval_ms"]))
-    if s.get("wal_upload_threshold_bytes") is not None:
-        cfg["wal.upload.threshold.bytes"] = str(s["wal_upload_threshold_bytes"])
+    if s.get(OBJSTORE_BANDWIDTH.name):
+        cfg["s3.bandwidth.bytes.per.s"] = str(s[OBJSTORE_BANDWIDTH.name])
+    if s.get(WAL_BATCH_INTERVAL.name) is not None:
+        cfg["wal.batch.interval.ms"] = str(int(s[WAL_BATCH_INTERVAL.name]))
+    if s.get(WAL_UPLOAD_THRESHOLD.name) is not None:
+        cfg["wal.upload.threshold.bytes"] = str(s[WAL_UPLOAD_THRESHOLD.name])
     return cfg
 
 
 def describe(s: Settings) -> dict:
-    interval = s.get("wal_batch_interval_ms")
-    threshold = s.get("wal_upload_threshold_bytes")
-    return {"wal_batch_interval_ms": interval if interval is not None else SETTINGS_DEFAULTS["wal.batch.interval.ms"],
-            "wal_upload_threshold_bytes": threshold if threshold is not None else SETTINGS_DEFAULTS["wal.upload.threshold.bytes"]}
+    return {st.name: st.value(s) for st in (WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)}
 
 
 def _start_object_store(ctx):
@@ -61,4 +72,5 @@ PROFILE = SystemProfile(
     ),
     object_store=OBJECT_STORE,
     config_defaults=SETTINGS_DEFAULTS,
+    scenario_settings=SCENARIO_SETTINGS,
 )

@@ -3,42 +3,65 @@ copies between brokers like the copy system, but only the part of the log not ye
 storage."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, Settings, SystemProfile
+from systems.core.profile import JournalMeaning, ScenarioSetting, Settings, SystemProfile
 from systems.replication import profile as replication
 from systems.shared import profile as shared
 from systems.tiered.settings import DEFAULTS
 
 MiB = 1 << 20
-# What a tiered topic gets unless the scenario says otherwise: segments small enough that a
-# MiB-sized run tiers most of its log (Kafka's default is 1 GiB), and Kafka's own
-# local.retention default (-2: keep locally what retention keeps; here: only until uploaded
-# is not enough, so a local budget is set).
-SEGMENT_BYTES = 4 * MiB
-LOCAL_RETENTION_BYTES = 8 * MiB
+MIN_SEGMENT_BYTES = 1 * MiB  # Kafka 4.0's floor for segment.bytes (KIP-1030)
+# Kafka's topic configs segment.bytes and local.retention.bytes: closed segments go to object
+# storage, the leader keeps local.retention.bytes locally, a new replica copies only the local
+# tail. Unless the scenario says otherwise: segments small enough that a MiB-sized run tiers most
+# of its log (Kafka's default is 1 GiB), and a local budget (Kafka's default, -2, keeps locally
+# what retention keeps).
+SEGMENT_BYTES = ScenarioSetting(
+    "segment_bytes", "bytes", ge=MIN_SEGMENT_BYTES, default=4 * MiB,
+    doc="Size of a log segment (the topic's segment.bytes); closed segments go to object storage.")
+LOCAL_RETENTION_BYTES = ScenarioSetting(
+    "local_retention_bytes", "bytes", gt=0, default=8 * MiB,
+    doc="Bytes the leader keeps locally (the topic's local.retention.bytes): what a new replica copies.")
+# KIP-1023 (true: a new replica starts after the last tiered offset) or KIP-405 (false: at the
+# leader's local log start).
+FOLLOWER_FETCH_LAST_TIERED_OFFSET = ScenarioSetting(
+    "follower_fetch_last_tiered_offset", "bool", default=DEFAULTS["follower.fetch.last.tiered.offset.enable"],
+    doc="True: a new replica starts after the last tiered offset (KIP-1023); false: at the leader's "
+        "local log start (KIP-405).")
+SCENARIO_SETTINGS = (*replication.SCENARIO_SETTINGS, shared.OBJSTORE_BANDWIDTH, SEGMENT_BYTES,
+                     LOCAL_RETENTION_BYTES, FOLLOWER_FETCH_LAST_TIERED_OFFSET)
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
     cfg = replication.broker_settings(s)
-    if s.get("objstore_bandwidth_bytes_per_s"):
-        cfg["s3.bandwidth.bytes.per.s"] = str(s["objstore_bandwidth_bytes_per_s"])
-    if s.get("follower_fetch_last_tiered_offset") is not None:
-        cfg["follower.fetch.last.tiered.offset.enable"] = str(bool(s["follower_fetch_last_tiered_offset"])).lower()
+    if s.get(shared.OBJSTORE_BANDWIDTH.name):
+        cfg["s3.bandwidth.bytes.per.s"] = str(s[shared.OBJSTORE_BANDWIDTH.name])
+    if s.get(FOLLOWER_FETCH_LAST_TIERED_OFFSET.name) is not None:
+        cfg["follower.fetch.last.tiered.offset.enable"] = str(bool(s[FOLLOWER_FETCH_LAST_TIERED_OFFSET.name])).lower()
     return cfg
 
 
 def topic_configs(s: Settings) -> dict[str, str]:
     return {**replication.topic_configs(s), "remote.storage.enable": "true",
-            "segment.bytes": str(int(s.get("segment_bytes") or SEGMENT_BYTES)),
-            "local.retention.bytes": str(int(s.get("local_retention_bytes") or LOCAL_RETENTION_BYTES))}
+            "segment.bytes": str(int(SEGMENT_BYTES.value(s))),
+            "local.retention.bytes": str(int(LOCAL_RETENTION_BYTES.value(s)))}
 
 
 def describe(s: Settings) -> dict:
-    flag = s.get("follower_fetch_last_tiered_offset")
-    return {"segment_bytes": int(s.get("segment_bytes") or SEGMENT_BYTES),
-            "local_retention_bytes": int(s.get("local_retention_bytes") or LOCAL_RETENTION_BYTES),
-            "new_replica_starts_at": ("last tiered offset + 1 (KIP-1023)"
-                                      if (DEFAULTS["follower.fetch.last.tiered.offset.enable"] if flag is None else flag)
+    return {"segment_bytes": int(SEGMENT_BYTES.value(s)),
+            "local_retention_bytes": int(LOCAL_RETENTION_BYTES.value(s)),
+            "new_replica_starts_at": ("last tiered offset + 1 (KIP-1023)" if FOLLOWER_FETCH_LAST_TIERED_OFFSET.value(s)
                                       else "leader's local log start (KIP-405)")}
+
+
+def check_settings(s: Settings) -> list[tuple[str, str]]:
+    local, segment = s.get(LOCAL_RETENTION_BYTES.name), s.get(SEGMENT_BYTES.name)
+    if local is not None and local < (segment or 0):
+        # Kafka accepts it, but then the leader keeps only its active segment: say so rather
+        # than measure a configuration nobody meant.
+        why = (f"{local} is below system.{SEGMENT_BYTES.name} ({segment}): the leader would keep less than one "
+               f"closed segment locally; give at least one segment")
+        return [(LOCAL_RETENTION_BYTES.name, why)]
+    return []
 
 
 PROFILE = SystemProfile(
@@ -70,4 +93,6 @@ PROFILE = SystemProfile(
     ),
     object_store=shared.OBJECT_STORE,
     config_defaults=DEFAULTS,
+    scenario_settings=SCENARIO_SETTINGS,
+    check_settings=check_settings,
 )

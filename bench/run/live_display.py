@@ -1,13 +1,16 @@
-"""The live progress display of a run (rich), fed with the run's state."""
+"""The live display of a run on the terminal (rich): phase, load, actions, leaders, fed with the
+run's state; and each run's verdict line when it ends. (Not a move's progress: that is
+move_progress.py.)"""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from bench.scenario import Scenario
 from bench.run.state import RunState
+from bench.scenario import Scenario
 
-class Progress:
+
+class LiveDisplay:
     def __init__(self) -> None:
         from rich.console import Console
 

@@ -1,11 +1,27 @@
-"""Plans for the actions whose partitions are only known at run time: they read the cluster's
-metadata as the client sees it (``{(topic, partition): {leader, replicas, isr}}``)."""
+"""What a move does: a plan, ``[(topic, partition, target replicas)]``.
+
+A ``reassign`` or ``move_set`` names its moves (:class:`PartitionMove`); the actions whose
+partitions are only known at run time plan them from the cluster's metadata as the client sees it
+(``{(topic, partition): {leader, replicas, isr}}``)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, Field
+
+from bench.scenario.fields import BrokerId, Model
 
 Metadata = dict[tuple[str, int], dict[str, Any]]
 Plan = list[tuple[str, int, list[int]]]
+
+
+class PartitionMove(Model):
+    """One entry of a ``move_set``. ``replicas`` is accepted for ``to`` so entries can be pasted
+    from a kafka-reassign-partitions plan."""
+
+    topic: str
+    partition: Annotated[int, Field(strict=True, ge=0)]
+    to: Annotated[list[BrokerId], Field(min_length=1, validation_alias=AliasChoices("to", "replicas"))]
 
 
 def rebalance_plan(md: Metadata, brokers: list[int], new: int) -> Plan:

@@ -1,0 +1,417 @@
+"""The scenario model: what system to build, what load to apply, what to do to it, what to check.
+
+Sections: ``system`` (bench/scenario/system.py), ``workload`` (topics, message size, rate,
+producers, duration, shape), ``prefill``, ``actions`` (bench/scenario/actions/), ``checks``,
+``network`` (emulated links), ``consumers``, ``repetitions`` and ``matrix``. :class:`Scenario`
+checks what crosses sections (replication factors against brokers, topics named in the prefill and
+the consumers, the links a setting or an action needs, every action against the timeline before
+it) and offers the runner its derived views (settings as the profile reads them, the initial
+placement, the brokers actions add, the scenario on a cluster the harness does not start).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Optional
+
+import yaml
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+
+from bench.scenario.actions import Action, TimelineState, validate_actions
+from bench.scenario.errors import ScenarioError, errors_of, field_error, raise_errors
+from bench.scenario.fields import NAME_RE, Bytes, Float, Model, TcRate
+from bench.scenario.paths import missing_segment, split_path
+from bench.scenario.system import LINK_SHARES, System
+from bench.units import rate_bits
+from systems.core.profile import SystemProfile
+
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class Topic(Model):
+    name: str
+    partitions: Annotated[int, Field(strict=True, ge=1)]
+    # None: the system's production default (its profile: replication 3, shared storage 1).
+    replication_factor: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+    # None: the topic is served by the workload's shared producer pool. Given (for every topic):
+    # this many producers produce to this topic only (AutoMQ's producersPerTopicList).
+    producers: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+    # None: the system's production default, never above the replication factor.
+    min_insync_replicas: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+
+    @field_validator("name")
+    @classmethod
+    def _legal_name(cls, v: str) -> str:
+        # Kafka's own rule (InvalidTopicException otherwise).
+        if not _TOPIC_RE.match(v) or v in (".", ".."):
+            raise ValueError("must be 1-249 characters of [A-Za-z0-9._-] (Kafka topic name rules)")
+        return v
+
+
+ShapeKind = Literal["steady", "ramp", "burst"]
+_SHAPE_PARAMS = {
+    "steady": (),
+    "ramp": ("ramp_s",),
+    "burst": ("burst_every_s", "burst_factor", "burst_s"),
+}
+
+
+class Shape(Model):
+    """Load shape. ``ramp``: rate rises linearly from 0 to the target over ``ramp_s``.
+    ``burst``: every ``burst_every_s`` the rate is multiplied by ``burst_factor`` for ``burst_s``."""
+
+    kind: ShapeKind = "steady"
+    ramp_s: Optional[Annotated[Float, Field(gt=0)]] = None
+    burst_every_s: Optional[Annotated[Float, Field(gt=0)]] = None
+    burst_factor: Optional[Annotated[Float, Field(gt=1)]] = None
+    burst_s: Optional[Annotated[Float, Field(gt=0)]] = None
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> Shape:
+        wanted = _SHAPE_PARAMS[self.kind]
+        for p in ("ramp_s", "burst_every_s", "burst_factor", "burst_s"):
+            given = getattr(self, p) is not None
+            if p in wanted and not given:
+                raise field_error(p, f"required for shape kind {self.kind}")
+            if p not in wanted and given:
+                raise field_error(p, f"only applies to shape kind {'ramp' if p == 'ramp_s' else 'burst'}")
+        if self.kind == "burst" and self.burst_s >= self.burst_every_s:
+            raise field_error("burst_s", f"must be < burst_every_s ({self.burst_every_s})")
+        return self
+
+
+class Workload(Model):
+    topics: Annotated[list[Topic], Field(min_length=1)]
+    message_bytes: Annotated[Bytes, Field(gt=0)]
+    key_distribution: Literal["none", "uniform", "zipf"] = "none"
+    produce_rate_msgs_per_s: Annotated[Float, Field(gt=0)]
+    producers: Annotated[int, Field(strict=True, ge=1)] = 1
+    duration_s: Annotated[Float, Field(gt=0)]
+    shape: Shape = Field(default_factory=Shape)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        seen: dict[str, int] = {}
+        for i, t in enumerate(self.topics):
+            if t.name in seen:
+                raise field_error(f"topics.{i}.name", f"duplicate topic {t.name!r} (also topics.{seen[t.name]})")
+            seen[t.name] = i
+        per_topic = [t.producers is not None for t in self.topics]
+        if any(per_topic):
+            if not all(per_topic):
+                raise field_error(f"topics.{per_topic.index(False)}.producers",
+                                  "producers are per topic once one topic sets them: set them for every topic")
+            total = sum(t.producers for t in self.topics)
+            if self.producers != total:
+                # workload.producers stays the number of producers the load process starts.
+                raise field_error("producers", f"must be the sum of the topics' producers ({total})")
+        if self.shape.kind == "ramp" and self.shape.ramp_s > self.duration_s:
+            raise field_error("shape.ramp_s", f"must be <= duration_s ({self.duration_s})")
+        return self
+
+    def topic(self, name: str) -> Topic | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+
+class Prefill(Model):
+    """Data written to each partition before the workload starts (the bytes a copy must move)."""
+
+    bytes_per_partition: Annotated[Bytes, Field(ge=0)] = 0
+    topics: Optional[list[str]] = None  # default: every workload topic
+    # The prefill producer's batch.size. A copy later sends whole batches at line rate, so big
+    # ones are bursts on a slow link; small ones make a slower prefill.
+    batch_bytes: Annotated[Bytes, Field(ge=1024, le=16 * 1024 * 1024)] = 1_000_000
+    # With emulated links: write the prefill with every link at the client link's rate (it lies
+    # outside the measurement), then wait until the links are quiet before the load. False: at
+    # the links' own rates, the load right after, as on a cluster whose links the harness does
+    # not shape (what `bench crosscheck` compares with).
+    fast_links: bool = True
+
+
+class ConsumerSet(Model):
+    """Consumers reading the workload's topics while it runs (workloads/kafka_consume.py):
+    ``groups`` consumer groups of ``members`` members each. ``tail``: each group starts at the end
+    of its partitions when the load starts and reads what is produced (end-to-end latency).
+    ``catch_up``: it starts ``start_lag_bytes`` behind the end of each partition (default: at the
+    start of the prefill) and reads the backlog while the load produces (catch-up throughput).
+    ``assignment: assign`` splits the partitions over the members by hand, without a group."""
+
+    name: Optional[str] = None  # default: the mode (unique names: set one when two sets share a mode)
+    groups: Annotated[int, Field(strict=True, ge=1, le=16)] = 1
+    members: Annotated[int, Field(strict=True, ge=1, le=16)] = 1
+    mode: Literal["tail", "catch_up"] = "tail"
+    start_lag_bytes: Optional[Annotated[Bytes, Field(ge=0)]] = None
+    assignment: Literal["group", "assign"] = "group"
+    topics: Optional[list[str]] = None  # default: every workload topic
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str | None) -> str | None:
+        if v is not None and not NAME_RE.match(v):
+            raise ValueError("must start with a letter or digit and use only [A-Za-z0-9._-]")
+        return v
+
+    @model_validator(mode="after")
+    def _lag_for_catch_up(self) -> ConsumerSet:
+        if self.start_lag_bytes is not None and self.mode != "catch_up":
+            raise field_error("start_lag_bytes", "only applies to mode catch_up")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.mode
+
+
+def _consumer_sets(v: Any) -> Any:
+    # `consumers: {groups: 2, ...}` is one set; a list gives several.
+    return [v] if isinstance(v, dict) else v
+
+
+class Checks(Model):
+    safety: bool = True  # lost writes, duplicates, reordering: always checked
+    max_move_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
+    max_unavailable_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
+
+    @field_validator("safety")
+    @classmethod
+    def _always(cls, v: bool) -> bool:
+        if v is not True:
+            raise ValueError("safety checks cannot be disabled")
+        return v
+
+
+
+
+class NetworkSection(Model):
+    """Emulated links (bench/run/network.py): with a link rate every node runs in its own
+    network namespace on a link shaped to that rate; the other two default to it. The object
+    store's link exists only for a system that has one (one scenario serves every system)."""
+    link_rate: Optional[TcRate] = None
+    object_store_link_rate: Optional[TcRate] = None
+    client_link_rate: Optional[TcRate] = None
+
+
+DEFAULT_TOPIC_PREFIX = "bench."
+
+
+_NOT_MATRIX = ("name", "matrix", "repetitions")
+
+
+class Scenario(Model):
+    name: str
+    description: str = ""
+    system: System
+    workload: Workload
+    prefill: Prefill = Field(default_factory=Prefill)
+    actions: list[Action] = Field(default_factory=list)
+    checks: Checks = Field(default_factory=Checks)
+    network: NetworkSection = Field(default_factory=NetworkSection)
+    consumers: Annotated[list[ConsumerSet], BeforeValidator(_consumer_sets)] = Field(default_factory=list)
+    # Each configuration (matrix point) runs this many times; runs differ only in run id
+    # (``..__rep=K``), so their spread is the measurement's noise.
+    repetitions: Annotated[int, Field(strict=True, ge=1, le=100)] = 1
+    # dotted path -> values; expand() runs the cartesian product.
+    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _file_safe(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must start with a letter or digit and use only [A-Za-z0-9._-]")
+        return v
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_keys(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key in v:
+            head = key.split(".", 1)[0]
+            if head in _NOT_MATRIX or head not in cls.model_fields:
+                raise field_error(key, f"matrix key must be a dotted path into "
+                                       f"{', '.join(f for f in cls.model_fields if f not in _NOT_MATRIX)}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Scenario:
+        wl, system = self.workload, self.system
+        for i, t in enumerate(wl.topics):
+            rf = self.replication_factor(t)
+            if rf is not None and rf > system.brokers:
+                given = "" if t.replication_factor is not None else f" ({system.kind}'s default)"
+                raise field_error(f"workload.topics.{i}.replication_factor",
+                                  f"{rf}{given} exceeds system.brokers ({system.brokers})")
+            if rf is not None and t.min_insync_replicas is not None and t.min_insync_replicas > rf:
+                raise field_error(f"workload.topics.{i}.min_insync_replicas", f"exceeds the replication factor ({rf})")
+        for i, name in enumerate(self.prefill.topics or ()):
+            if wl.topic(name) is None:
+                raise field_error(f"prefill.topics.{i}", f"unknown topic {name!r} (not in workload.topics)")
+        labels: dict[str, int] = {}
+        for i, cs in enumerate(self.consumers):
+            if cs.label in labels:
+                raise field_error(f"consumers.{i}.name", f"{cs.label!r} also names consumers.{labels[cs.label]}: "
+                                                         f"give each set its own name")
+            labels[cs.label] = i
+            for j, name in enumerate(cs.topics or ()):
+                if wl.topic(name) is None:
+                    raise field_error(f"consumers.{i}.topics.{j}", f"unknown topic {name!r} (not in workload.topics)")
+            if cs.mode == "catch_up":
+                empty = [t for t in self.consumer_topics(cs)
+                         if not self.prefill.bytes_per_partition or t not in self.prefill_topics()]
+                if empty:
+                    raise field_error(f"consumers.{i}.mode", f"catch_up reads a backlog: topic {empty[0]!r} has no "
+                                                             f"prefill (prefill.bytes_per_partition / prefill.topics)")
+
+        net = self.network
+        if not system.profile.launched:
+            for f in ("link_rate", "object_store_link_rate", "client_link_rate"):
+                if getattr(net, f) is not None:
+                    raise field_error(f"network.{f}", f"the links of a cluster the harness does not start are not the "
+                                                      f"harness's to shape (system kind {system.kind!r})")
+        if net.link_rate is None:
+            for f in ("object_store_link_rate", "client_link_rate"):
+                if getattr(net, f) is not None:
+                    raise field_error(f"network.{f}", "needs network.link_rate (the links exist only with it)")
+        for name, st in LINK_SHARES.items():
+            if getattr(system, name) is None:
+                continue
+            if net.link_rate is None:
+                raise field_error(f"system.{name}", "needs network.link_rate (a share of the link)")
+            if getattr(system, st.gives) is not None:
+                raise field_error(f"system.{name}", f"give the {st.noun} either in bytes/s or as a share of the "
+                                                    f"link, not both")
+
+        rfs = [self.replication_factor(t) for t in wl.topics]
+        known_rf = None not in rfs  # unknown until a cluster that sets it has been asked
+        state = TimelineState(
+            brokers=system.brokers, topics={t.name: t.partitions for t in wl.topics},
+            placement=self.placement() if known_rf else {}, known_rf=known_rf, max_rf=max(rfs) if known_rf else 1,
+            added=self.added_broker_ids(), system_kind=system.kind, single_owner=system.profile.single_owner,
+            has_object_store=system.profile.object_store is not None)
+        validate_actions(self.actions, state, duration_s=wl.duration_s, launched=system.profile.launched,
+                         commands=system.commands, has_links=net.link_rate is not None)
+        resolved = self.resolved()
+        for key in self.matrix:
+            missing = missing_segment(resolved, split_path(key))
+            if missing is not None:
+                raise field_error(f"matrix.{key}", f"no field {missing!r} in the scenario")
+        return self
+
+    @classmethod
+    def parse(cls, data: Any, source: str) -> Scenario:
+        """Validate a raw scenario dict; ScenarioError naming ``source`` and each bad field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise_errors(source, errors_of(exc, cls))
+
+    # -- helpers for the runner --------------------------------------------------------------
+
+    @property
+    def profile(self) -> SystemProfile:
+        return self.system.profile
+
+    def settings(self) -> dict[str, Any]:
+        """The system section as the profile reads it, a setting given as a share of the link (the
+        replication throttle) turned into bytes/s."""
+        s = self.system.model_dump()
+        for name, st in LINK_SHARES.items():
+            share = s.pop(name)
+            if share is not None:
+                s[st.gives] = int(share * rate_bits(self.network.link_rate) / 8)
+        return s
+
+    def replication_factor(self, topic: Topic) -> int | None:
+        """A topic's replication factor: its own, else the system's production default (None: the
+        cluster's default, not known before it is asked, see :meth:`for_cluster`)."""
+        if topic.replication_factor is not None:
+            return topic.replication_factor
+        return self.system.profile.replication_factor
+
+    def min_insync_replicas(self, topic: Topic) -> int | None:
+        """The topic's own min.insync.replicas, else the system's production one, never above the
+        topic's replication factor (None while either is unknown)."""
+        rf = self.replication_factor(topic)
+        mi = topic.min_insync_replicas if topic.min_insync_replicas is not None else \
+            self.system.profile.min_insync_replicas
+        return None if rf is None or mi is None else min(mi, rf)
+
+    def placement(self) -> dict[str, dict[int, list[int]]]:
+        """The fixed initial placement the runner creates topics with: replicas round-robin from
+        broker 1, partition after partition over all topics (hot-0 at replication factor 3 on
+        four brokers: [1, 2, 3])."""
+        n = self.system.brokers
+        out: dict[str, dict[int, list[int]]] = {}
+        j = 0
+        for t in self.workload.topics:
+            out[t.name] = {}
+            for p in range(t.partitions):
+                out[t.name][p] = [1 + (j + r) % n for r in range(self.replication_factor(t))]
+                j += 1
+        return out
+
+    def for_cluster(self, brokers: Iterable[int], default_replication_factor: int,
+                    min_insync_replicas: int) -> Scenario:
+        """This scenario as it runs on a cluster the harness does not start: every topic named with
+        :attr:`topic_prefix` (the harness creates and deletes only those), the cluster's
+        ``default.replication.factor`` and ``min.insync.replicas`` where the scenario leaves them
+        open, validated again (ScenarioError naming the field). The scenario's brokers
+        1..system.brokers must all be brokers of the cluster."""
+        have = set(brokers)
+        missing = sorted(set(range(1, self.system.brokers + 1)) - have)
+        if missing:
+            raise ScenarioError(f"{self.name}: system.brokers: the scenario uses brokers 1..{self.system.brokers}, "
+                                f"the cluster has {sorted(have)} (no {missing})",
+                                [("system.brokers", f"brokers {missing} not in the cluster")])
+        prefix = self.topic_prefix
+        data = self.resolved()
+        for t in data["workload"]["topics"]:
+            t["name"] = prefix + t["name"]
+            if t["replication_factor"] is None:
+                t["replication_factor"] = default_replication_factor
+            if t["min_insync_replicas"] is None:
+                t["min_insync_replicas"] = min(min_insync_replicas, t["replication_factor"])
+        if data["prefill"]["topics"] is not None:
+            data["prefill"]["topics"] = [prefix + n for n in data["prefill"]["topics"]]
+        for a in data["actions"]:
+            if a.get("topic") is not None:
+                a["topic"] = prefix + a["topic"]
+            for m in a.get("partitions") or ():
+                m["topic"] = prefix + m["topic"]
+        for cs in data["consumers"]:
+            if cs.get("topics") is not None:
+                cs["topics"] = [prefix + n for n in cs["topics"]]
+        data["system"]["topic_prefix"] = prefix
+        data["system"]["existing_topics"] = self.system.existing_topics or "refuse"
+        return Scenario.parse(data, f"{self.name} on the cluster at {self.system.bootstrap}")
+
+    @property
+    def topic_prefix(self) -> str:
+        return self.system.topic_prefix if self.system.topic_prefix is not None else DEFAULT_TOPIC_PREFIX
+
+    def added_broker_ids(self) -> dict[int, int]:
+        """action index -> id of the broker that add_broker_and_rebalance action starts."""
+        out: dict[int, int] = {}
+        next_id = self.system.brokers + 1
+        for i, a in enumerate(self.actions):
+            if a.spec.adds_broker:
+                out[i] = a.broker if a.broker is not None else next_id
+                next_id = max(next_id, out[i] + 1)
+        return out
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) of the workload."""
+        return [(t.name, p) for t in self.workload.topics for p in range(t.partitions)]
+
+    def consumer_topics(self, cs: ConsumerSet) -> list[str]:
+        return list(cs.topics) if cs.topics else [t.name for t in self.workload.topics]
+
+    def prefill_topics(self) -> list[str]:
+        if self.prefill.topics is not None:
+            return list(self.prefill.topics)
+        return [t.name for t in self.workload.topics]
+
+    def resolved(self) -> dict[str, Any]:
+        """Plain dict with every default filled in (what a run stores next to its history)."""
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.resolved(), sort_keys=False, default_flow_style=None, width=100)
