@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.analysis.aggregate import TABLES
+from bench.analysis.aggregate.tables import TABLES
 
 AGGREGATE_DIR = "aggregate"  # under a results root, as `python -m bench aggregate` writes it
 MODEL_FILE = "model.json"

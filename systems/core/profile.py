@@ -60,6 +60,8 @@ class JournalMeaning:
     - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
     - `copy_start`: journal event -> the field with the bytes a new replica has to copy, where the
       leader says a copy starts later than the log's start (tiered storage).
+    - `tail_phases`: the `<name>_ms` fields (of `phase_events`) whose phase carries the move's
+      unuploaded tail: its bytes are the tail the old owner uploaded (the handover model's input).
     """
 
     move_complete: Mapping[str, str] = field(default_factory=dict)
@@ -69,6 +71,11 @@ class JournalMeaning:
     phase_objects: Mapping[str, str] = field(default_factory=dict)
     background_counters: Mapping[str, str] = field(default_factory=dict)
     copy_start: Mapping[str, str] = field(default_factory=dict)
+    tail_phases: frozenset[str] = frozenset()
+
+    def carries_tail(self, phase: str) -> bool:
+        """Whether a ``move_phase`` named ``phase`` (``<prefix>.<name>``) is one of `tail_phases`."""
+        return phase.rpartition(".")[2] + "_ms" in self.tail_phases
 
 
 @dataclass(frozen=True)
