@@ -303,8 +303,10 @@ CONFIGURATION = {"system": "shared", "label": "shared", "replication_factor": 1,
 
 
 def _without_split(summary):
-    """A summary from before the bytes split: the aggregate recomputes it from the raw rows."""
+    """A summary from before the bytes split (version 1: no schema_version): the aggregate
+    recomputes it from the raw rows."""
     summary = json.loads(json.dumps(summary))
+    del summary["schema_version"]
     for m in summary["moves"]:
         for k in ("bytes_written_during_move", "bytes_moved_at_request", "bytes_moved_during_move"):
             del m[k]
@@ -482,3 +484,15 @@ def test_move_bandwidth_is_the_lowest_cap_including_links(tmp_path):
     assert run("replication", link_rate="100mbit", replication_throttle_bytes_per_s=4_000_000).bandwidth == 4_000_000
     assert run("shared", link_rate="1gbit", object_store_link_rate="40mbit").bandwidth == 5_000_000
     assert run("shared", objstore_bandwidth_bytes_per_s=8_000_000).bandwidth == 8_000_000
+
+
+def test_the_tail_a_move_carried_is_in_the_phases_its_journal_names():
+    """The shared system's journal names the close's forced upload as the tail's phase
+    (JournalMeaning.tail_phases); a system without such phases reports none."""
+    from bench.analysis.aggregate.rows import tail_from_phases
+
+    ph = {"close.force_upload": {"seconds": 0.1, "bytes": 3000.0}, "close.wal_wait": {"seconds": 0.2, "bytes": 0.0},
+          "open.replay": {"seconds": 0.1, "bytes": 500.0}}
+    assert tail_from_phases("shared", ph) == 3000.0
+    assert tail_from_phases("shared", {"close.force_upload": {"seconds": 0.1, "bytes": 0.0}}) is None
+    assert tail_from_phases("replication", ph) is None

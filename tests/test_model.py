@@ -1,4 +1,4 @@
-"""bench/analysis/model.py: the physics fits, their held-out checks and what cannot be validated,
+"""bench/analysis/model/: the physics fits, their held-out checks and what cannot be validated,
 on constructed moves with exact (or seeded-noise) expectations."""
 from __future__ import annotations
 

@@ -264,7 +264,7 @@ def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size
 
 def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims: list[dict[str, Any]],
              sim_valid: dict[str, Validity]) -> list[dict[str, Any]]:
-    """The report's headline entries (schema in bench/analysis/report.py)."""
+    """The report's headline entries (schema in bench/report/model_text.py)."""
     out = []
     for system, m in models.items():
         label = PROFILES[system].label if system in PROFILES else system

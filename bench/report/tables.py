@@ -15,8 +15,7 @@ from bench.check.summary import upgrade_summary
 from bench.check.windows import PHASES
 from bench.history.names import EVENT_LEADER_CHANGE
 from bench.report.format import (
-    MISSING, cfg_spread, commit_label, count_text, fmt_num, fmt_range, fmt_spread, label, runs_of, short, short_runs,
-    systems_of,
+    MISSING, cfg_spread, commit_label, count_text, fmt_num, fmt_range, fmt_spread, label, runs_of, short, systems_of,
 )
 from bench.units import format_bytes
 from systems.registry import PROFILES

@@ -86,7 +86,7 @@ class SystemProfile:
     color: str
     backend: str  # module exporting BACKEND, loaded by every broker
     controller_extension: str | None  # module passed to the controller as --extension
-    move_model: str  # move-time model family (bench/analysis/model.py): "copy" | "tiered_copy" | "handover"
+    move_model: str  # move-time model family (a module of bench/analysis/model/): "copy" | "tiered_copy" | "handover"
     bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s
     bandwidth_label: str  # what that cap is called in reports
     single_owner: bool  # a move names exactly one target broker

@@ -164,7 +164,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
         moved = None if ib is None and ob is None else float(ib or 0) + float(ob or 0)
         # The summary's figures (upgrade_summary fills them in an older summary); a move the
         # summary does not list: the same definitions from the raw rows.
-        during = sm["bytes_written_during_move"] if sm else fa.get("produced_during")
+        during = sm.get("bytes_written_during_move") if sm else fa.get("produced_during")
         if sm:
             copy_bytes = sm.get("copy_bytes_at_request")
         else:

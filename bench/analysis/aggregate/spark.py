@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import pyarrow as pa
 

@@ -5,7 +5,7 @@ registry. The physics of each family is its own module (copy.py, tiered_copy.py,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
