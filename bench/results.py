@@ -4,8 +4,8 @@
     r = load("results")                       # a results root (its aggregate/), or an aggregate folder
     r.moves.groupby("system")["move_seconds"].median()
 
-Reads what ``python -m bench aggregate`` wrote (bench/analysis/aggregate.py ``write_outputs``):
-one Parquet file per table of :data:`~bench.analysis.aggregate.TABLES` and ``model.json``; never
+Reads what ``python -m bench aggregate`` wrote (bench/analysis/aggregate/job.py ``write_outputs``):
+one Parquet file per table of :data:`~bench.analysis.aggregate.tables.TABLES` and ``model.json``; never
 a raw history. Columns and types are the aggregate's: integer and boolean columns use pandas'
 nullable dtypes (``Int64``, ``boolean``), so a missing value stays missing (``<NA>``) instead of
 turning a column of counts into floats; strings are objects with ``None``; floats use ``NaN``
@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.analysis.aggregate import TABLES
+from bench.analysis.aggregate.tables import TABLES
 
 AGGREGATE_DIR = "aggregate"  # under a results root, as `python -m bench aggregate` writes it
 MODEL_FILE = "model.json"

@@ -1,5 +1,6 @@
 """Byte sizes, read and written the same way everywhere: scenario files and overrides
-(``parse_bytes``), run summaries, tables and figures (``format_bytes``)."""
+(``parse_bytes``), run summaries, tables and figures (``format_bytes``); link rates; and the one
+number format of tables and labels (``fmt_num``)."""
 from __future__ import annotations
 
 import math
@@ -90,4 +91,24 @@ def rate_bits(rate: str) -> float:
     return bits
 
 
-__all__ = ["MISSING", "format_bytes", "parse_bytes", "rate_bits"]
+
+FMT_MAX_DECIMALS = 4  # below 0.0001 a table shows 0: no figure here is meaningful at that scale
+
+
+def fmt_num(x: Any) -> str:
+    """The one number format of summary.md and the report: 3 significant digits in plain
+    notation, whole from 1000 up (1160, never 1.16e+03), at most 4 decimals (never 3.14e-16)."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return MISSING
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return str(x)
+    if x == 0 or abs(x) >= 1000:
+        return f"{x:.0f}"
+    decimals = min(FMT_MAX_DECIMALS, max(0, 2 - math.floor(math.log10(abs(x)))))
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+__all__ = ["MISSING", "fmt_num", "format_bytes", "parse_bytes", "rate_bits"]

@@ -1,5 +1,5 @@
 """Spark aggregation on a small synthetic results directory (SYNTHETIC TEST FIXTURES from
-bench/analysis/synthetic.py, written through HistoryWriter), checked against bench/check/.
+tests/support/synthetic.py, written through HistoryWriter), checked against bench/check/.
 
 One Spark session for the whole module (local[2], 1g, UI off, loopback), always stopped.
 """
@@ -11,9 +11,7 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from bench.analysis.aggregate import (
-    NO_LINKS, TABLES, AggregateError, aggregate, discover_runs, fmt_num, spark_session,
-)
+from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, spark_session
 from bench.check import check_all
 from bench.check.summary import build_summary, dumps
 from bench.history.names import (
@@ -28,9 +26,19 @@ from bench.history.names import (
     SOURCE_CLIENT,
 )
 from bench.history.store import HistoryWriter, event_row, read_history, send_row
-from bench.analysis.synthetic import SynthRun, write_run
+from bench.report.summary import write_summary
+from bench.report.tables import NO_LINKS
+from bench.units import fmt_num
+from tests.support.synthetic import SynthRun, write_run
 
 MiB = 2**20
+
+
+def _aggregate(*args, **kwargs):
+    """aggregate() and its summary.md, as `bench aggregate` writes them."""
+    res = aggregate(*args, **kwargs)
+    write_summary(res)
+    return res
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +79,7 @@ def results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def agg(spark, results, tmp_path_factory):
     out = tmp_path_factory.mktemp("aggregate")
-    return aggregate([results], out, spark=spark, quantiles="exact")
+    return _aggregate([results], out, spark=spark, quantiles="exact")
 
 
 def test_discovers_runs_and_writes_every_table(agg, results):
@@ -169,7 +177,7 @@ def test_tiered_moves_carry_the_bytes_their_leader_named(agg):
 
 def test_no_runs_is_a_clear_error(spark, tmp_path):
     with pytest.raises(AggregateError, match="no runs found"):
-        aggregate([tmp_path], tmp_path / "out", spark=spark)
+        _aggregate([tmp_path], tmp_path / "out", spark=spark)
 
 
 # --- faults: hand-made histories with fault / recovery pairs -----------------------------------
@@ -238,7 +246,7 @@ def fault_results(tmp_path_factory):
 
 def test_fault_outages_equal_the_summary(spark, fault_results, tmp_path):
     root, summaries = fault_results
-    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    agg = _aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
     got = {(o["run_key"], o["action_id"]): o for o in agg.tables["outages"]}
     assert len(got) == 3
     for key, s in summaries.items():
@@ -295,8 +303,10 @@ CONFIGURATION = {"system": "shared", "label": "shared", "replication_factor": 1,
 
 
 def _without_split(summary):
-    """A summary from before the bytes split: the aggregate recomputes it from the raw rows."""
+    """A summary from before the bytes split (version 1: no schema_version): the aggregate
+    recomputes it from the raw rows."""
     summary = json.loads(json.dumps(summary))
+    del summary["schema_version"]
     for m in summary["moves"]:
         for k in ("bytes_written_during_move", "bytes_moved_at_request", "bytes_moved_during_move"):
             del m[k]
@@ -332,7 +342,7 @@ def repeated(tmp_path_factory):
 
 def test_repetitions_provenance_phases_and_bytes_split(spark, repeated, tmp_path):
     root, summaries = repeated
-    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    agg = _aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
     (cfg,) = agg.tables["configs"]  # the runs of one config_id are one configuration
     secs = sorted(s["moves"][0]["move_seconds"] for s in summaries)
     assert cfg["config_key"] == "hand-rep" and cfg["runs"] == cfg["repetitions"] == 3
@@ -431,7 +441,7 @@ def test_move_link_fill_weighs_the_samples_overlapping_the_move(link_results):
 
 def test_link_tables_agree_with_the_summary(spark, link_results, tmp_path):
     root, s = link_results
-    agg = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
+    agg = _aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
     links = agg.tables["links"]
     assert len(links) == 19 * 5
     load_start = next(r["load_start"] for r in agg.tables["runs"])
@@ -464,13 +474,25 @@ def test_runs_without_links_have_no_link_rows(agg):
 def test_move_bandwidth_is_the_lowest_cap_including_links(tmp_path):
     """A run's bandwidth cap (the models' x = bytes / cap) is its throttle or object-store cap,
     or the emulated links a move crosses, whichever is lowest; none on loopback."""
-    from bench.analysis.aggregate import Run
+    from bench.analysis.aggregate import StoredRun
 
     def run(system, **params):
-        return Run(0, "r", tmp_path, {"system": system, "params": params}, [])
+        return StoredRun(0, "r", tmp_path, {"system": system, "params": params}, [])
 
     assert run("replication").bandwidth is None
     assert run("replication", link_rate="100mbit").bandwidth == 12_500_000
     assert run("replication", link_rate="100mbit", replication_throttle_bytes_per_s=4_000_000).bandwidth == 4_000_000
     assert run("shared", link_rate="1gbit", object_store_link_rate="40mbit").bandwidth == 5_000_000
     assert run("shared", objstore_bandwidth_bytes_per_s=8_000_000).bandwidth == 8_000_000
+
+
+def test_the_tail_a_move_carried_is_in_the_phases_its_journal_names():
+    """The shared system's journal names the close's forced upload as the tail's phase
+    (JournalMeaning.tail_phases); a system without such phases reports none."""
+    from bench.analysis.aggregate.rows import tail_from_phases
+
+    ph = {"close.force_upload": {"seconds": 0.1, "bytes": 3000.0}, "close.wal_wait": {"seconds": 0.2, "bytes": 0.0},
+          "open.replay": {"seconds": 0.1, "bytes": 500.0}}
+    assert tail_from_phases("shared", ph) == 3000.0
+    assert tail_from_phases("shared", {"close.force_upload": {"seconds": 0.1, "bytes": 0.0}}) is None
+    assert tail_from_phases("replication", ph) is None

@@ -522,3 +522,28 @@ def test_lost_prefill_counts_prefill_records_read_back():
     unread = check_lost_prefill(to_table(base + [prefill(0, 50), verify(0, 10, complete=False)]))
     assert unread["valid"] == "unknown" and unread["lost_prefill_count"] is None and "t-0" in unread["reason"]
     assert check_all(to_table(base + [prefill(0, 50), verify(0, 47)]))["failed"] == ["lost_prefill"]
+
+
+def test_upgrade_summary_turns_an_older_summary_into_the_current_shape():
+    """bench.check.summary.upgrade_summary: a current summary comes back equal; a version-1 one
+    gets what it lacks (from the view's events and the caller's raw-row figures)."""
+    from bench.check.summary import SCHEMA_VERSION, build_summary, upgrade_summary
+    from bench.check.view import HistoryView
+
+    rows = move_rows() + [event_row("copy_start", T0 + 10.3, {"topic": "t", "partition": 0, "replica": 2,
+                                                              "offset": 10, "bytes_to_copy": 4096, "action_id": 0})]
+    current = build_summary(to_table(rows), None)
+    assert current["schema_version"] == SCHEMA_VERSION and upgrade_summary(current) == current
+    old = json.loads(json.dumps(current))
+    del old["schema_version"]
+    for m in old["moves"]:
+        for k in ("copy_bytes_at_request", "bytes_written_during_move", "bytes_moved_at_request",
+                  "bytes_moved_during_move"):
+            m.pop(k)
+    old["configuration"] = {"label": "x", "wal_batch_interval_ms": 200, "wal_upload_threshold_bytes": None}
+    up = upgrade_summary(old, HistoryView(to_table(rows)), written_during=lambda m: 700)
+    assert up["schema_version"] == SCHEMA_VERSION and old.get("schema_version") is None  # a new dict
+    (m,) = up["moves"]
+    assert m["copy_bytes_at_request"] == 4096 and m["bytes_written_during_move"] == 700
+    assert up["configuration"]["system_settings"] == {"wal_batch_interval_ms": 200}
+    assert upgrade_summary(old)["moves"][0]["bytes_written_during_move"] is None  # no raw rows: unknown

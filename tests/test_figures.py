@@ -1,4 +1,4 @@
-"""The README's figures come from extracts of stored runs (bench/analysis/figures.py)."""
+"""The README's figures come from extracts of stored runs (bench/report/blocks.py)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import figures as fig
+from bench.report import blocks as fig
 from bench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

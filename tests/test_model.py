@@ -1,4 +1,4 @@
-"""bench/analysis/model.py: the physics fits, their held-out checks and what cannot be validated,
+"""bench/analysis/model/: the physics fits, their held-out checks and what cannot be validated,
 on constructed moves with exact (or seeded-noise) expectations."""
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_fit_linear_exact_line_and_standard_errors():
 def test_copy_fit_recovers_the_physics_with_ingest():
     pts = [copy_pt(s, th, rate) for s in (4 * MiB, 32 * MiB) for th in (2.5e6, 6.25e6) for rate in (50, 200)]
     m = fit_model(pts, "replication")
-    assert m.family == mdl.COPY_MODEL
+    assert m.family == mdl.COPY.name == "copy" and m.kind is mdl.COPY
     assert m.fixed_s == pytest.approx(0.8, abs=1e-4) and m.efficiency == pytest.approx(0.85, rel=1e-4)
     assert m.fixed_se == pytest.approx(0, abs=1e-6)  # a perfect fit: no residual
     # bytes moved = B + r * (t - c); a copy slower than its ingest never ends
@@ -87,7 +87,7 @@ def test_handover_fit_subtracts_the_measured_open_cost():
     pts = [shared_pt(s, tail, objects=n) for s, tail, n in
            ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 9), (4096 * MiB, 5e6, 1000))]
     m = fit_model(pts, "shared")
-    assert m.family == mdl.HANDOVER_MODEL and m.efficiency_fitted
+    assert m.kind is mdl.HANDOVER and m.efficiency_fitted
     assert m.open_per_object_s == pytest.approx(0.002, rel=1e-6) and m.open_objects_max == 1000
     assert m.efficiency == pytest.approx(0.9, rel=1e-6) and m.fixed_s == pytest.approx(0.9, abs=1e-6)
     assert m.predict(1e12, 125e6, 0, 512 * MiB, 10_000) == pytest.approx(0.9 + 512 * MiB / (0.9 * 125e6) + 20.0)
@@ -198,14 +198,14 @@ def test_the_tiered_copy_fits_the_copy_physics_over_the_bytes_its_leader_named()
     pts = [tiered_pt(s, 12 * MiB, th, rate) for s in (64 * MiB, 1024 * MiB) for th in (2.5e6, 6.25e6)
            for rate in (50, 200)]
     m = fit_model(pts, "tiered")
-    assert m.family == mdl.TIERED_COPY_MODEL and mdl.TIERED_COPY_MODEL in mdl.COPY_FAMILIES
+    assert m.kind is mdl.TIERED_COPY and m.kind.copies and mdl.family_of("tiered") is mdl.TIERED_COPY
     assert m.fixed_s == pytest.approx(1.2, abs=1e-4) and m.efficiency == pytest.approx(0.8, rel=1e-4)
     assert m.formula().startswith("t = 1.2 s + L / (0.8 x T - r)")
-    assert "tiered" not in mdl.TARGET_PCT and mdl.TARGET_PCT[mdl.TIERED_COPY_MODEL] == 30.0
+    assert mdl.TIERED_COPY.target_pct == 30.0 and mdl.COPY.target_pct == 15.0
     # a move whose leader never named a start copied its whole log
     whole = tiered_pt(4 * MiB, 12 * MiB, named=False)
-    assert whole.copy_bytes is None and mdl.copied_bytes(whole) == whole.partition_bytes
-    assert mdl._predict_point(m, whole) == pytest.approx(whole.move_seconds, rel=1e-6)
+    assert whole.copy_bytes is None and mdl.TIERED_COPY.bytes_of(whole) == whole.partition_bytes
+    assert mdl.predict_point(m, whole) == pytest.approx(whole.move_seconds, rel=1e-6)
 
 
 def test_a_tiered_size_check_says_the_copy_does_not_grow_with_the_size():

@@ -41,7 +41,7 @@ def test_ingest_beyond_the_copy_rate_never_finishes():
     pts = _copy()
     m = mdl.fit_model(pts, "replication")
     v = projection.validity("replication", mdl.validate(pts, "replication"))
-    never = projection._partition_case("replication", m, v, 0.5, 8.2e12, "8.2 TB")  # 62.5 MB/s link
+    never = projection.partition_case("replication", m, v, 0.5, 8.2e12, "8.2 TB")  # 62.5 MB/s link
     assert never["never"] and never["move_seconds"] is None and never["validated"]
     h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}),
                             {"replication": v})
@@ -91,8 +91,8 @@ def test_a_shared_open_far_beyond_the_measured_objects_is_not_projected():
     m = mdl.fit_model(pts, "shared")
     v = projection.validity("shared", mdl.validate(pts, "shared"))
     assert v.validated
-    small = projection._partition_case("shared", m, v, 1.0, 1e9, "1 GB")  # 15 objects of 64 MiB
-    big = projection._partition_case("shared", m, v, 1.0, 8.2e12, "8.2 TB")  # 122,190 objects
+    small = projection.partition_case("shared", m, v, 1.0, 1e9, "1 GB")  # 15 objects of 64 MiB
+    big = projection.partition_case("shared", m, v, 1.0, 8.2e12, "8.2 TB")  # 122,190 objects
     assert small["validated"] and small["move_seconds"] > 0
     assert not big["validated"] and big["move_seconds"] is None and "beyond 10x the 1,000 measured" in big["reason"]
 

@@ -117,7 +117,7 @@ def test_planners_deterministic_and_balanced():
     assert d == plan_drain(6, 1, parts, rf=3, seed=1)
     assert len(d) == 96 * 3 // 6 and all(m.dst != 1 for m in d)
     # handover: the old owner uploads, nothing is written into the carried bytes
-    h = plan_drain(4, 1, parts, rf=1, seed=1, family="handover")
+    h = plan_drain(4, 1, parts, rf=1, seed=1, copies=False)
     assert all(m.src == 1 and m.ingest_bytes_per_s == 0 for m in h) and len(h) == 24
 
 
@@ -173,7 +173,7 @@ def _row(p, src_ts, lc, ack, b, during, **kw):
 def test_predict_run_from_rows():
     # two partitions leaving broker 1 at concurrency 1: 10 MB each at 5 MB/s, c = 0.5
     rows = [_row(0, 100.0, 102.4, 102.5, 10 * MB, 0), _row(3, 100.0, 104.9, 105.0, 10 * MB, 0, dst=3)]
-    params = {"family": "copy", "fixed_s": 0.5, "efficiency": 1.0}
+    params = {"copies": True, "fixed_s": 0.5, "efficiency": 1.0}
     p = predict_run(rows, params, concurrency=1, sources={"events-0": 1, "events-3": 1}, check_interval_s=0)
     assert p["predicted_seconds"] == pytest.approx(5.0) and p["measured_seconds"] == pytest.approx(5.0)
     assert predict_run(rows, params, sources={"events-0": 1, "events-3": 1})["predicted_seconds"] == pytest.approx(4.5)

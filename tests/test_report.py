@@ -1,4 +1,4 @@
-"""bench/analysis/report.py on hand-made aggregate tables (no Spark)."""
+"""bench/report/ on hand-made aggregate tables (no Spark)."""
 from __future__ import annotations
 
 import base64
@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from bench.analysis.aggregate import NO_LINKS, TABLES, fit_models, write_table
-from bench.analysis.report import ReportError, build_report
+from bench.analysis.aggregate import TABLES, fit_models, write_table
+from bench.report import ReportError, build_report
+from bench.report.tables import NO_LINKS
 
 MiB = 2**20
 
@@ -302,7 +303,7 @@ def test_report_opens_with_provenance_and_the_configurations_compared(tmp_path):
 
 
 def test_phase_chart_never_stacks_a_span_on_its_parts(tmp_path):
-    from bench.analysis.report import phase_bars
+    from bench.report.figures import phase_bars
 
     parts, spans, part_names, span_names = phase_bars(_tables())
     assert part_names == ["close.flush", "open.open"] and span_names == ["request_to_elect"]

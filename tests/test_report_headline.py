@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bench.analysis.report import build_report, headline_cell
+from bench.report import build_report, headline_cell
 from test_results_load import small_tables, write_aggregate
 
 VALIDATED = {"case": "partition", "title": "One partition ingesting 100 MB/s: one day is 8.2 TB",

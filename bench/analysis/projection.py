@@ -28,44 +28,21 @@ from typing import Any
 import numpy as np
 
 from bench.analysis import model as mdl
-from bench.units import format_bytes
+from bench.analysis.model.copy import THROTTLE_POLICIES
+from bench.analysis.model.handover import UPLOAD_THRESHOLDS
+from bench.analysis.model.tiered_copy import TIERED_STARTS, tiered_copy_bytes
 from systems.registry import PROFILES
 
-MiB = 2**20
 GRID_SIZES = tuple(float(x) for x in np.geomspace(1e9, 1e13, 201))  # 1 GB .. 10 TB
 GRID_LINKS_GBIT = (1.0, 10.0, 25.0)
 GRID_INGEST = tuple(float(x) for x in np.geomspace(1e6, 1e8, 41))  # 1 .. 100 MB/s
-THROTTLE_POLICIES = ((0.25, "25% of the link"), (0.5, "50% of the link"), (1.0, "the whole link"))
-UPLOAD_THRESHOLDS = (64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1024 * MiB)
-UPLOAD_INTERVAL_S = 10.0  # the shared system's wal.upload.interval.ms default
-# Stream objects of a projected shared partition: one per s3.upload.part.bytes uploaded (this
-# implementation never merges objects). At TB scale its default 8 MiB gives ~1 M objects for
-# 8.2 TB, beyond what one open RPC carries (MAX_FRAME 64 MiB, ~190 bytes a range: ~350,000);
-# an operator sets larger parts, so the projection takes 64 MiB. The open cost depends on the
-# objects, not their size (docs/measurements/shared-open.md).
-OBJECT_BYTES = 64 * MiB
-OPEN_EXTRAPOLATION = 10.0  # project the per-object open cost at most this far beyond the most objects measured
-# A tiered partition at TB scale copies min(partition, what is not in object storage). Assumed,
-# with Kafka's defaults where it has one: 1 GiB segments (segment.bytes); closed segments
-# uploaded every 30 s (remote.log.manager.task.interval.ms); KIP-1023 (a new replica starts after
-# the last tiered offset) copies the active segment and the closed ones awaiting upload, at most
-# a segment + ingest x 30 s; KIP-405 (from the leader's local log start) copies the local log, at
-# most local retention + a segment, with local.retention.ms = 1 h (Kafka's default -2 keeps
-# everything locally; an operator who tiers sets hours).
-TIERED_SEGMENT_BYTES = float(1 << 30)
-TIERED_UPLOAD_INTERVAL_S = 30.0
-TIERED_LOCAL_RETENTION_S = 3600.0
-TIERED_STARTS = ((True, "KIP-1023 (after the last tiered offset)"),
-                 (False, "KIP-405 (the leader's local log, 1 h local retention)"))
 
 # The headline (the AutoMQ article's example and one cluster rebalance).
 HEADLINE_LINKS_GBIT = (1.0, 10.0)
 ARTICLE_INGEST = 100e6  # 100 MB/s into one partition ...
 ARTICLE_BYTES = 8.2e12  # ... is about 8.2 TB after a day (the article's figure)
-ARTICLE_THRESHOLD = 512 * MiB  # AutoMQ's reassignment template: s3.wal.upload.threshold=512MiB
-ARTICLE_THROTTLE = (1.0, "the whole link")  # copy at its best: no throttle below the link
-CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000, "rf_copy": 3,
-           "ingest_per_partition": 1e6, "concurrency": 5, "throttle": 0.5}
+CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000,
+           "ingest_per_partition": 1e6, "concurrency": 5}
 PARTITION_TITLE = "One partition ingesting 100 MB/s: one day is 8.2 TB"
 CLUSTER_TITLE = ("Scale-out of a 100-broker cluster holding 1 PB (10,000 partitions, 1 MB/s each) by 10 brokers, "
                  "5 concurrent moves per broker (Cruise Control's default)")
@@ -80,21 +57,6 @@ NO_RUNS_VARY = {
     "ingest": "no measured configuration varies the ingest rate: run `python -m bench run sweep`",
     "rebalance": "no measured multi-partition drain or scale-out: run `python -m bench run drain`",
 }
-# A tiered copy's bytes barely grow with the partition (its size check is insufficient by
-# design): the throttle or link check is the one whose regressor varies.
-REQUIRED_AXES = {mdl.COPY_MODEL: (("size",), ("throttle", "link"), ("ingest",)),
-                 mdl.TIERED_COPY_MODEL: (("size", "throttle", "link"), ("ingest",)),
-                 mdl.HANDOVER_MODEL: (("size",),)}
-NO_RUNS_VARY_TIERED = "run `python -m bench run sweep-tiered`"
-
-
-def tiered_copy_bytes(partition_bytes: float, ingest_bytes_per_s: float, last_tiered: bool = True) -> float:
-    """What a new replica of a tiered partition copies at TB scale (the assumptions above)."""
-    if last_tiered:
-        not_tiered = TIERED_SEGMENT_BYTES + ingest_bytes_per_s * TIERED_UPLOAD_INTERVAL_S
-    else:
-        not_tiered = ingest_bytes_per_s * TIERED_LOCAL_RETENTION_S + TIERED_SEGMENT_BYTES
-    return float(min(partition_bytes, not_tiered))
 
 
 @dataclass
@@ -108,11 +70,11 @@ class Validity:
 
 
 def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[str, ...] = ()) -> Validity:
-    """Every required axis (copy: size, throttle or link, ingest; tiered copy: size, throttle or
-    link, and ingest; handover: size; plus ``extra_axes``) must have at least one ``ok`` held-out
-    check and none ``failed``."""
-    fam = mdl.family(system)
-    groups = list(REQUIRED_AXES.get(fam or "", (("size",),))) + [(a,) for a in extra_axes]
+    """Every axis group the system's move family requires (its ``required_axes``: copy: size,
+    throttle or link, ingest; tiered copy: size, throttle or link, and ingest; handover: size;
+    plus ``extra_axes``) must have at least one ``ok`` held-out check and none ``failed``."""
+    fam = mdl.family_of(system)
+    groups = list(fam.required_axes if fam is not None else (("size",),)) + [(a,) for a in extra_axes]
     errs, axes, missing, failed = [], [], [], []
     for group in groups:
         entries = [v for v in validation if v["system"] == system and v["axis"] in group]
@@ -124,9 +86,9 @@ def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[st
                           f"{worst['error_pct']:+.1f} % beyond ±{worst['target_pct']:g} %")
         elif not good:
             why = next((v["reason"] for v in entries if v.get("reason")), None) or NO_RUNS_VARY.get(group[0])
-            if fam == mdl.TIERED_COPY_MODEL and not any(v["status"] == "insufficient" and v["axis"] != "size"
-                                                        for v in entries):
-                why = f"{why}; {NO_RUNS_VARY_TIERED}"
+            if fam is not None and fam.more_runs and not any(v["status"] == "insufficient" and v["axis"] != "size"
+                                                             for v in entries):
+                why = f"{why}; {fam.more_runs}"
             missing.append(f"no passing held-out {' or '.join(group)} check ({why})")
         else:
             axes.extend(sorted({v["axis"] for v in good}))
@@ -141,10 +103,6 @@ def validity(system: str, validation: list[dict[str, Any]], extra_axes: tuple[st
 # The grid
 
 
-def _grid_params(m: mdl.MoveModel) -> dict[str, float]:
-    return {"c": m.fixed_s, "e": m.efficiency, "b": m.open_per_object_s}
-
-
 def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = None) -> dict[str, Any]:
     """Evaluate every model over the grid with Spark column expressions. Returns ``{points, seconds,
     by_system}`` and writes ``out/projection_grid`` (Parquet) when ``out`` is given."""
@@ -157,45 +115,8 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
     ingest = spark.createDataFrame([(r,) for r in GRID_INGEST], "ingest_bytes_per_s double")
     frames = []
     for system, m in models.items():
-        p = _grid_params(m)
         base = sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
-        if m.family in mdl.COPY_FAMILIES:
-            if m.family == mdl.COPY_MODEL:
-                pol = spark.createDataFrame([(s, lbl, None) for s, lbl in THROTTLE_POLICIES],
-                                            "throttle_share double, policy string, last_tiered boolean")
-                copied = F.col("partition_bytes")
-            else:  # tiered: each throttle policy with each place a new replica starts at
-                pol = spark.createDataFrame([(s, f"{lbl}, {start}", last) for s, lbl in THROTTLE_POLICIES
-                                             for last, start in TIERED_STARTS],
-                                            "throttle_share double, policy string, last_tiered boolean")
-                keep = F.when(F.col("last_tiered"), F.lit(TIERED_SEGMENT_BYTES)
-                              + F.col("ingest_bytes_per_s") * F.lit(TIERED_UPLOAD_INTERVAL_S)).otherwise(
-                    F.col("ingest_bytes_per_s") * F.lit(TIERED_LOCAL_RETENTION_S) + F.lit(TIERED_SEGMENT_BYTES))
-                copied = F.least(F.col("partition_bytes"), keep)
-            df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") * F.col("throttle_share"))
-                  .withColumn("copy_bytes", copied))
-            net = F.lit(p["e"]) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
-            df = (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))
-                  .withColumn("move_seconds", F.when(net > 0, F.lit(p["c"]) + F.col("copy_bytes") / net))
-                  .withColumn("bytes_moved", F.when(net > 0, F.col("copy_bytes") + F.col("ingest_bytes_per_s")
-                                                    * (F.col("move_seconds") - F.lit(p["c"]))))
-                  .withColumn("tail_bytes", F.lit(None).cast("double"))
-                  .withColumn("objects", F.lit(None).cast("double")))
-        else:
-            thr = spark.createDataFrame([(float(t), f"upload threshold {format_bytes(t)}") for t in UPLOAD_THRESHOLDS],
-                                        "upload_threshold_bytes double, policy string")
-            tail = F.least(F.col("upload_threshold_bytes"), F.col("ingest_bytes_per_s") * F.lit(UPLOAD_INTERVAL_S))
-            objects = F.ceil(F.col("partition_bytes") / F.lit(float(OBJECT_BYTES))).cast("double")
-            df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
-                  .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s"))
-                  .withColumn("tail_bytes", tail).withColumn("objects", objects)
-                  .withColumn("copy_bytes", F.lit(None).cast("double"))
-                  .withColumn("move_seconds", F.lit(p["c"]) + F.col("tail_bytes") / (F.lit(p["e"]) * F.col("cap_bytes_per_s"))
-                              + F.lit(p["b"]) * F.col("objects"))
-                  .withColumn("bytes_moved", F.col("tail_bytes")))
-            # beyond the measured opens the open cost is not projected
-            df = df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
-                float((m.open_objects_max or 0) * OPEN_EXTRAPOLATION)), F.col("move_seconds")))
+        df = m.kind.grid(spark, base, m)  # the family's policies and columns
         frames.append(df.select("system", "partition_bytes", "link_gbit_s", "ingest_bytes_per_s", "policy",
                                 "throttle_share", "upload_threshold_bytes", "cap_bytes_per_s", "tail_bytes", "objects",
                                 "copy_bytes", "move_seconds", "bytes_moved"))
@@ -250,14 +171,13 @@ def cluster_configs(models: dict[str, mdl.MoveModel], handover_s: dict[str, floa
 
 def _cluster_row(system: str, m: mdl.MoveModel, brokers: int, add: int, total: float, partitions: int, gbit: float,
                  conc: int) -> dict[str, Any]:
-    copy = m.family in mdl.COPY_FAMILIES
     link = gbit * mdl.GBIT_BYTES_PER_S
+    caps = m.kind.cluster_caps(link)  # replication factor, throttle or upload threshold
     return {"system": system, "family": m.family, "brokers": brokers, "add": add, "total_bytes": total,
-            "partitions": partitions, "rf": CLUSTER["rf_copy"] if copy else 1, "link_gbit_s": gbit,
+            "partitions": partitions, "rf": caps["rf"], "link_gbit_s": gbit,
             "concurrency": conc, "ingest_per_partition": CLUSTER["ingest_per_partition"],
-            "throttle_share": CLUSTER["throttle"] if copy else None,
-            "upload_threshold_bytes": float(ARTICLE_THRESHOLD) if not copy else None,
-            "cap_bytes_per_s": m.efficiency * link * (CLUSTER["throttle"] if copy else 1.0),
+            "throttle_share": caps["throttle_share"], "upload_threshold_bytes": caps["upload_threshold_bytes"],
+            "cap_bytes_per_s": m.efficiency * link * caps["cap_share"],
             "fixed_s": m.fixed_s, "open_per_object_s": m.open_per_object_s, "headline": False}
 
 
@@ -270,20 +190,17 @@ def simulate_cluster(cfg: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
 
     t0 = time.perf_counter()
-    copy = cfg["family"] in mdl.COPY_FAMILIES
+    fam = mdl.family_named(cfg["family"])
+    copy = fam.copies
     sizes = rb.partition_sizes(cfg["total_bytes"] / cfg["rf"], cfg["partitions"], seed=7)
     ingest = cfg["ingest_per_partition"]
-    tail = min(cfg["upload_threshold_bytes"] or 0.0, ingest * UPLOAD_INTERVAL_S)
-    if cfg["family"] == mdl.TIERED_COPY_MODEL:  # a new replica copies only what is not tiered (KIP-1023)
-        parts = [(f"p{i}", tiered_copy_bytes(b, ingest), ingest) for i, b in enumerate(sizes)]
-    else:
-        parts = [(f"p{i}", b if copy else tail, ingest) for i, b in enumerate(sizes)]
-    moves = rb.plan_scale_out(cfg["brokers"], cfg["add"], parts, cfg["rf"], seed=7, family=cfg["family"],
+    carry = [fam.sim_move(b, ingest, cfg) for b in sizes]  # (bytes to carry, extra fixed seconds) each
+    parts = [(f"p{i}", b, ingest) for i, (b, _) in enumerate(carry)]
+    moves = rb.plan_scale_out(cfg["brokers"], cfg["add"], parts, cfg["rf"], seed=7, copies=copy,
                               fixed_s=cfg["fixed_s"])
-    if not copy:  # opening a partition walks its objects: the per-object cost by its size
-        size_of = {f"p{i}": b for i, b in enumerate(sizes)}
-        moves = [replace(m, fixed_s=cfg["fixed_s"] + cfg["open_per_object_s"] * math.ceil(size_of[m.key] / OBJECT_BYTES))
-                 for m in moves]
+    if fam.opens_objects:  # opening a partition walks its objects: the per-object cost by its size
+        extra = {f"p{i}": x for i, (_, x) in enumerate(carry)}
+        moves = [replace(m, fixed_s=cfg["fixed_s"] + extra[m.key]) for m in moves]
     per_broker = cfg["partitions"] / cfg["brokers"]
     brokers = range(1, cfg["brokers"] + 1)
     res = rb.simulate(moves, cfg["cap_bytes_per_s"], cfg["cap_bytes_per_s"] if copy else None, cfg["concurrency"],
@@ -323,42 +240,18 @@ def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity]) -> 
         v = valid[system]
         for gbit in HEADLINE_LINKS_GBIT:
             for label, size in TABLE_SIZES:
-                rows.append(_partition_case(system, m, v, gbit, size, label))
+                rows.append(partition_case(system, m, v, gbit, size, label))
     return rows
 
 
-def _partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str) -> dict[str, Any]:
+def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str
+                   ) -> dict[str, Any]:
+    """One partition of ``size`` ingesting ARTICLE_INGEST, moved over a ``gbit`` link, as its
+    model's family projects it (an entry of the projection table and the headline)."""
     link = gbit * mdl.GBIT_BYTES_PER_S
-    if m.family == mdl.TIERED_COPY_MODEL:
-        cap = link * ARTICLE_THROTTLE[0]
-        copied = tiered_copy_bytes(size, ARTICLE_INGEST)
-        t, se = m.predict_with_se(copied, cap, ARTICLE_INGEST)
-        moved = m.bytes_moved(copied, t, ARTICLE_INGEST) if math.isfinite(t) else None
-        basis = (f"{m.formula()}; L = min({label}, {format_bytes(TIERED_SEGMENT_BYTES)} segment + r x "
-                 f"{TIERED_UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(copied)} (KIP-1023: the new replica "
-                 f"starts after the last tiered offset), r = {ARTICLE_INGEST / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
-                 f"({cap / 1e6:,.0f} MB/s)")
-    elif m.family == mdl.COPY_MODEL:
-        cap = link * ARTICLE_THROTTLE[0]
-        t, se = m.predict_with_se(size, cap, ARTICLE_INGEST)
-        moved = m.bytes_moved(size, t, ARTICLE_INGEST) if math.isfinite(t) else None
-        basis = (f"{m.formula()}; B = {label}, r = {ARTICLE_INGEST / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
-                 f"({cap / 1e6:,.0f} MB/s)")
-    else:
-        tail = mdl.tail_bytes(ARTICLE_INGEST, ARTICLE_THRESHOLD, UPLOAD_INTERVAL_S)
-        n = math.ceil(size / OBJECT_BYTES)
-        t, se = m.predict_with_se(size, link, 0.0, tail, n)
-        moved = tail
-        limit = (m.open_objects_max or 0) * OPEN_EXTRAPOLATION
-        if n > limit:  # the open cost of that many objects was never measured (nor its per-object part)
-            v = Validity(False, None, v.axes, f"opening {n:,} objects is beyond {OPEN_EXTRAPOLATION:g}x the "
-                                              f"{mdl.fmt_count(m.open_objects_max or 0)} measured (large opens: "
-                                              "`python -m bench run sweep-shared`)")
-        measured = (f"open cost measured up to {mdl.fmt_count(m.open_objects_max)} objects"
-                    if m.open_objects_max else "open cost per object not measured")
-        basis = (f"{m.formula()}; tail = min({format_bytes(ARTICLE_THRESHOLD)} upload threshold, r x "
-                 f"{UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(tail)}, L = {link / 1e6:,.0f} MB/s, "
-                 f"objects = {n:,} of {format_bytes(OBJECT_BYTES)} ({measured})")
+    t, se, moved, basis, why = m.kind.partition_case(m, link, size, label, ARTICLE_INGEST)
+    if why is not None:
+        v = Validity(False, None, v.axes, why)
     return {"system": system, "link_gbit_s": gbit, "link_bytes_per_s": link, "size_label": label,
             "partition_bytes": size, "ingest_bytes_per_s": ARTICLE_INGEST,
             "move_seconds": t if v.validated and math.isfinite(t) else None,
@@ -371,13 +264,13 @@ def _partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, siz
 
 def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims: list[dict[str, Any]],
              sim_valid: dict[str, Validity]) -> list[dict[str, Any]]:
-    """The report's headline entries (schema in bench/analysis/report.py)."""
+    """The report's headline entries (schema in bench/report/model_text.py)."""
     out = []
     for system, m in models.items():
         label = PROFILES[system].label if system in PROFILES else system
         v = valid[system]
         for gbit in HEADLINE_LINKS_GBIT:
-            p = _partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB")
+            p = partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB")
             value, ok = p["move_seconds"], p["validated"]
             out.append({"case": "partition", "title": PARTITION_TITLE,
                         "system": system, "system_label": label, "link_gbit_s": gbit,
@@ -439,4 +332,4 @@ def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]
 
 __all__ = ["CLUSTER", "CLUSTER_TITLE", "GRID_INGEST", "GRID_LINKS_GBIT", "GRID_SIZES", "THROTTLE_POLICIES",
            "TIERED_STARTS", "UPLOAD_THRESHOLDS", "Validity", "cluster_configs", "headline", "project_grid", "run",
-           "simulate_clusters", "table_rows", "tiered_copy_bytes", "unmodelled", "validity"]
+           "partition_case", "simulate_clusters", "table_rows", "tiered_copy_bytes", "unmodelled", "validity"]

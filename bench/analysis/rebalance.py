@@ -71,10 +71,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-# The move-model families whose moves copy between brokers (bench/analysis/model.py's
-# COPY_FAMILIES; this file is shipped alone to Spark executors, so it names them itself): a
-# tiered copy carries only the local tail its leader names, else as a copy.
-COPY_FAMILIES = ("copy", "tiered_copy")
+# This file is shipped alone to Spark executors: it knows no move-model family. Its callers say
+# whether a move copies between brokers (their family's ``copies``; a tiered copy carries only the
+# local tail its leader names, as its ``bytes``) or hands a partition over (an upload, then an open).
 LINK_TARGET = 0.9  # a link above this share of its rate queues producers' bytes
 SHARING = ("equal", "fifo")
 # The harness's watcher sees a finished move within about a metadata poll and a watcher poll
@@ -383,24 +382,22 @@ def _placement(brokers: int, partitions: Sequence[Partition], rf: int, seed: int
 
 
 def _sim_moves(partitions: Sequence[Partition], before: list[list[int]], plan: list[tuple[int, int, int]],
-               family: str, fixed_s: float) -> list[SimMove]:
+               copies: bool, fixed_s: float) -> list[SimMove]:
     """(partition index, broker leaving, broker joining) -> SimMoves: a copy is fed by the
     partition's leader at the request and carries its ingest; a handover is uploaded by the old
     owner and carries no ingest (``bytes`` is then the partition's tail)."""
     out = []
     for p, old, new in plan:
         key, b, r = partitions[p]
-        if family in COPY_FAMILIES:  # a tiered copy's `bytes` is what it copies: the local tail
+        if copies:  # a tiered copy's `bytes` is what it copies: the local tail
             out.append(SimMove(key, before[p][0], new, float(b), float(r), fixed_s))
-        elif family == "handover":
-            out.append(SimMove(key, old, new, float(b), 0.0, fixed_s))
         else:
-            raise ValueError(f"unknown family {family!r} ({', '.join(COPY_FAMILIES)}, handover)")
+            out.append(SimMove(key, old, new, float(b), 0.0, fixed_s))
     return out
 
 
 def plan_scale_out(brokers: int, add: int, partitions: Sequence[Partition], rf: int, seed: int = 0, *,
-                   family: str = "copy", fixed_s: float = 0.0) -> list[SimMove]:
+                   copies: bool = True, fixed_s: float = 0.0) -> list[SimMove]:
     """``add`` brokers join ``brokers``: replicas move from the most loaded broker (by replica
     count; ties to the lower id) to each new broker in turn until each holds its share (total
     replicas // all brokers), as bench/run/planners.py ``rebalance_plan`` does for one."""
@@ -443,11 +440,11 @@ def plan_scale_out(brokers: int, add: int, partitions: Sequence[Partition], rf: 
                 break
             for d in skipped:
                 heapq.heappush(donors, d)
-    return _sim_moves(partitions, before, plan, family, fixed_s)
+    return _sim_moves(partitions, before, plan, copies, fixed_s)
 
 
 def plan_drain(brokers: int, drain: int | Sequence[int], partitions: Sequence[Partition], rf: int, seed: int = 0,
-               *, family: str = "copy", fixed_s: float = 0.0) -> list[SimMove]:
+               *, copies: bool = True, fixed_s: float = 0.0) -> list[SimMove]:
     """Every replica on the drained broker(s) moves to the least loaded remaining broker (ties
     to the lower id) that does not hold the partition yet, as bench/run/planners.py
     ``drain_plan`` does; partitions in key order."""
@@ -468,7 +465,7 @@ def plan_drain(brokers: int, drain: int | Sequence[int], partitions: Sequence[Pa
             load[new] += 1
             cur[p] = [new if r == old else r for r in cur[p]]
             plan.append((p, old, new))
-    return _sim_moves(partitions, before, plan, family, fixed_s)
+    return _sim_moves(partitions, before, plan, copies, fixed_s)
 
 
 # -- one measured run --------------------------------------------------------------------------
@@ -484,8 +481,8 @@ def _num(x: Any) -> float | None:
 
 def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
               sources: Mapping[str, int] | None = None) -> tuple[list[SimMove], float, float | None]:
-    """The SimMoves of one run from its ``moves`` table rows (bench/analysis/aggregate.py
-    ``_move_rows``), in plan order (the harness plans in (topic, partition) order), with the cap
+    """The SimMoves of one run from its ``moves`` table rows (bench/analysis/aggregate/rows.py
+    ``move_rows``), in plan order (the harness plans in (topic, partition) order), with the cap
     per broker (bytes/s: the copy system's per-broker throttle times ``efficiency``; the shared
     system's upload link times ``efficiency``) and the model's fixed part.
 
@@ -495,7 +492,7 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
     e.g. :func:`sources_from_summary`, else a ``src`` column), dst = the new leader. Handover:
     ``bytes`` = the unuploaded tail (``unuploaded_bytes``),
     fixed = ``fixed_s + open_fixed_s + open_per_object_s * objects`` (``objects`` column, if any)."""
-    fam = params["family"]
+    copies = bool(params["copies"])
     eff = float(params.get("efficiency", 1.0))
     out: list[SimMove] = []
     caps = []
@@ -508,7 +505,7 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
         cap = _num(r.get("bandwidth_bytes_per_s"))
         if cap is not None:
             caps.append(cap)
-        if fam in COPY_FAMILIES:
+        if copies:
             req, lc = _num(r.get("request_ts")), _num(r.get("leader_change_ts"))
             during = _num(r.get("bytes_written_during_move")) or 0.0
             window = (lc - req) if req is not None and lc is not None and lc > req else _num(r.get("move_seconds"))
@@ -519,7 +516,7 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
             if b is None:
                 raise ValueError(f"{key}: no partition_bytes")
             out.append(SimMove(key, int(src), dst, b, ingest, float(params.get("fixed_s", 0.0))))
-        elif fam == "handover":
+        else:
             tail = _num(r.get("unuploaded_bytes"))  # the aggregate falls back to the object-store bytes itself
             if tail is None:
                 raise ValueError(f"{key}: no unuploaded_bytes")
@@ -527,8 +524,6 @@ def run_moves(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
             fixed = (float(params.get("fixed_s", 0.0)) + float(params.get("open_fixed_s", 0.0))
                      + float(params.get("open_per_object_s", 0.0)) * objs)
             out.append(SimMove(key, int(src), dst, tail, 0.0, fixed))
-        else:
-            raise ValueError(f"unknown family {fam!r} ({', '.join(COPY_FAMILIES)}, handover)")
     cap = eff * statistics.median(caps) if caps else None
     return out, (cap if cap is not None else math.inf), cap
 
@@ -546,14 +541,15 @@ def predict_run(moves_rows: Sequence[Mapping[str, Any]], model_params: Mapping[s
                 concurrency: int | None = None, sources: Mapping[str, int] | None = None,
                 sharing: str = "fifo", check_interval_s: float = HARNESS_CHECK_S) -> dict[str, Any]:
     """Predicted time to rebalance of one measured run (its ``moves`` rows, one run_key) next to the
-    measured one. ``model_params``: ``{family: "copy"|"tiered_copy"|"handover", fixed_s, efficiency (copy: share
+    measured one. ``model_params``: ``{copies: True (the move family copies between brokers) | False
+    (a handover), fixed_s, efficiency (copy: share
     of the throttle achieved; handover: share of the upload link), open_fixed_s,
     open_per_object_s, ack_lag_s}`` (``fixed_s``: request -> leader change beyond the transfer;
     ``ack_lag_s``: leader change -> first ack, default 0). ``concurrency`` as the run's move action had it (None = all at once).
     ``sharing`` "fifo" by default: our replication system's throttle is a Kafka-style quota (see
     :func:`simulate`)."""
     sim_moves, cap, _ = run_moves(moves_rows, model_params, sources)
-    copy = model_params["family"] in COPY_FAMILIES
+    copy = bool(model_params["copies"])
     # copy: the per-broker throttle is both a leader (out) and a follower (in) quota; handover:
     # only the old owner's upload is capped (the new owner reads metadata).
     res = simulate(sim_moves, cap, cap if copy else None, concurrency, sharing=sharing,

@@ -39,7 +39,7 @@ from bench.check.safety import (
     check_unexpected,
     check_unseen,
 )
-from bench.check.view import HistoryView, _merge_valid, _view
+from bench.check.view import HistoryView, merge_valid, as_view
 
 
 CHECKERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -66,10 +66,10 @@ def check_all(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str
     "unknown" if any is unknown, else True; ``failed`` / ``unknown`` name them. The scenario's
     limits (``checks.max_move_seconds``, ``checks.max_unavailable_seconds``) are applied by the
     checkers they concern."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     results = {name: fn(v, scenario) for name, fn in CHECKERS.items()}
     return {
-        "valid": _merge_valid([r["valid"] for r in results.values()]),
+        "valid": merge_valid([r["valid"] for r in results.values()]),
         "failed": [n for n, r in results.items() if r["valid"] is False],
         "unknown": [n for n, r in results.items() if r["valid"] == "unknown"],
         "malformed_events": v.bad_events,

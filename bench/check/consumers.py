@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.check.moves import (UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, _fault_windows, _longest_gap, _percentiles,
-                               action_windows)
-from bench.check.view import _OK, EXAMPLES, HistoryView, _member, _tp_key, _uniq, _view
+from bench.check.moves import action_windows, percentiles
+from bench.check.view import EXAMPLES, OK, HistoryView, as_view, isin_sorted, tp_key, uniq
+from bench.check.windows import fault_windows, longest_gap, window_end, window_start
 from bench.history.names import EVENT_CONSUMERS_FINISHED, EVENT_CONSUMERS_READY, EVENT_LEADER_CHANGE
 from bench.scenario import FAULT_RECOVERY, RECOVERY_ACTIONS
 
@@ -63,9 +63,9 @@ def _backlog_missing(v: HistoryView, rows: np.ndarray, g: dict[str, Any]) -> lis
         t, p = _tp(name)
         lo = int(g["start"][name])
         r = rows[(d["topic"][rows] == v.topic_code.get(t, -2)) & (d["part"][rows] == p)]
-        offs = _uniq(d["off"][r])
+        offs = uniq(d["off"][r])
         want = np.arange(lo, lo + int(n), dtype=np.int64)
-        out += [(t, p, int(o)) for o in want[~_member(want, offs)]]
+        out += [(t, p, int(o)) for o in want[~isin_sorted(want, offs)]]
     return out
 
 
@@ -78,7 +78,7 @@ def check_delivery(history: pa.Table | HistoryView, scenario: Any = None) -> dic
     records, with examples; ``redelivered`` the deliveries of a message beyond its first (allowed:
     at least once). valid False if any group misses either, or if the scenario has consumers and
     the run has no ``consumers_ready`` event (they never started)."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     groups = consumer_groups(v)
     sc = v.scenario
     if not groups:
@@ -93,9 +93,9 @@ def check_delivery(history: pa.Table | HistoryView, scenario: Any = None) -> dic
     for gid, g in groups.items():
         rows = _group_rows(v, gid)
         ids = d["id"][rows]
-        got = _uniq(ids[ids >= 0])
+        got = uniq(ids[ids >= 0])
         topics = {v.topic_code[t] for t in g["topics"] if t in v.topic_code}
-        need = (v.s_out == _OK) & np.isin(v.s_topic, list(topics))
+        need = (v.s_out == OK) & np.isin(v.s_topic, list(topics))
         start = np.full(v.s_id.size, -1, dtype=np.int64)  # unknown partition: required
         for name, off in g["start"].items():
             t, p = _tp(name)
@@ -103,7 +103,7 @@ def check_delivery(history: pa.Table | HistoryView, scenario: Any = None) -> dic
                 start[(v.s_topic == v.topic_code[t]) & (v.s_part == p)] = off
         need &= (v.s_off < 0) | (v.s_off >= start)
         idx = np.flatnonzero(need)
-        missing = idx[~_member(v.s_id[idx], got)]
+        missing = idx[~isin_sorted(v.s_id[idx], got)]
         backlog = _backlog_missing(v, rows, g)
         out[gid] = {"set": g["set"], "mode": g["mode"], "required": int(idx.size), "delivered": int(got.size),
                     "deliveries": int(rows.size), "redelivered": int((ids >= 0).sum() - got.size),
@@ -126,10 +126,10 @@ def check_end_to_end(history: pa.Table | HistoryView, scenario: Any = None) -> d
     each action, for all partitions and for the action's partitions), so the two line up.
     ``catch_up`` groups read a backlog: their latency is the backlog's age, not the system's.
     valid "unknown" if tail groups delivered nothing, else True (a measurement)."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     groups = {g: x for g, x in consumer_groups(v).items() if x["mode"] == "tail"}
     if not groups:
-        return {"valid": True, "groups": {}, "run": _percentiles(np.empty(0)), "actions": []}
+        return {"valid": True, "groups": {}, "run": percentiles(np.empty(0)), "actions": []}
     d = v.deliveries
     firsts = [_first_deliveries(v, _group_rows(v, gid)) for gid in groups]
     rows = np.concatenate(firsts) if firsts else np.empty(0, np.int64)
@@ -137,7 +137,7 @@ def check_end_to_end(history: pa.Table | HistoryView, scenario: Any = None) -> d
     send = d["send"][rows]
     sent_ts = v.s_ts[send]
     lat = (d["ts"][rows] - sent_ts) * 1000.0
-    key = _tp_key(v.s_topic[send], v.s_part[send])
+    key = tp_key(v.s_topic[send], v.s_part[send])
     order = np.argsort(sent_ts, kind="stable")
     sent_ts, lat, key = sent_ts[order], lat[order], key[order]
 
@@ -146,8 +146,8 @@ def check_end_to_end(history: pa.Table | HistoryView, scenario: Any = None) -> d
         i1 = max(i0, int(np.searchsorted(sent_ts, hi, "right" if inclusive_hi else "left")))
         x = lat[i0:i1]
         if keys is not None:
-            x = x[_member(key[i0:i1], keys)]
-        return {"from": lo, "to": hi, **_percentiles(x)}
+            x = x[isin_sorted(key[i0:i1], keys)]
+        return {"from": lo, "to": hi, **percentiles(x)}
 
     actions = []
     for a, keys, bounds in action_windows(v):
@@ -157,8 +157,8 @@ def check_end_to_end(history: pa.Table | HistoryView, scenario: Any = None) -> d
     per_group = {}
     for gid, f in zip(groups, firsts):
         f = f[d["send"][f] >= 0]
-        per_group[gid] = _percentiles((d["ts"][f] - v.s_ts[d["send"][f]]) * 1000.0)
-    run = _percentiles(lat)
+        per_group[gid] = percentiles((d["ts"][f] - v.s_ts[d["send"][f]]) * 1000.0)
+    run = percentiles(lat)
     return {"valid": "unknown" if run["count"] == 0 else True, "groups": per_group, "run": run,
             "actions": actions}
 
@@ -171,7 +171,7 @@ def check_consumer_gaps(history: pa.Table | HistoryView, scenario: Any = None) -
     :func:`bench.check.moves.check_unavailable_seconds`), clipped to the load. The producers'
     gap on the same partitions bounds it from below: nothing can be delivered that was not
     acked. A measurement: valid True."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     groups = {g: x for g, x in consumer_groups(v).items() if x["mode"] == "tail"}
     if not groups:
         return {"valid": True, "groups": {}, "actions": []}
@@ -181,9 +181,11 @@ def check_consumer_gaps(history: pa.Table | HistoryView, scenario: Any = None) -
     for a, _, bounds in action_windows(v):
         if a.kind in RECOVERY_ACTIONS:
             continue
-        w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
+        # the producers' unavailability window, from its start to its end (a move's latency end; a
+        # fault's first ack after recovery) plus the post-window: a delivery lags its ack
+        w0 = window_start(a, v.load_start)
         end = ends.get(a.action_id, bounds["during"][1]) if a.kind in FAULT_RECOVERY else bounds["during"][1]
-        w1 = max(min(end + UNAVAILABLE_POST_S, v.load_end), w0)
+        w1 = window_end(w0, end, v.load_end)
         per_group = {}
         for gid, g in groups.items():
             tps = sorted(a.partitions) or [(t, p) for t, p in map(_tp, g["start"])]
@@ -193,7 +195,7 @@ def check_consumer_gaps(history: pa.Table | HistoryView, scenario: Any = None) -
             for t, p in tps:
                 code = v.topic_code.get(t, -1)
                 r = rows[(d["topic"][rows] == code) & (d["part"][rows] == p)]
-                gap, g0, g1 = _longest_gap(d["ts"][r], w0, w1)
+                gap, g0, g1 = longest_gap(d["ts"][r], w0, w1)
                 if worst is None or gap > worst["gap_seconds"]:
                     worst = {"topic": t, "partition": p, "gap_seconds": gap, "gap": [g0, g1]}
             if worst is not None:
@@ -210,7 +212,7 @@ def _fault_ends(v: HistoryView) -> dict[Any, float]:
     out: dict[Any, float] = {}
     for a in v.actions:
         if a.kind in FAULT_RECOVERY:
-            w = _fault_windows(v, a, changes)
+            w = fault_windows(v, a, changes)
             if w:
                 out[a.action_id] = max(x["window"][1] for x in w)
     return out
@@ -225,7 +227,7 @@ def check_catch_up(history: pa.Table | HistoryView, scenario: Any = None) -> dic
     before / during / after windows (as :func:`check_end_to_end`, by delivery time), over the part
     of each window inside the catch-up (null under 0.2 s). ``caught_up`` False: some backlog
     was never delivered. A measurement: valid True."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     groups = {g: x for g, x in consumer_groups(v).items() if x["mode"] == "catch_up"}
     if not groups:
         return {"valid": True, "groups": {}}
@@ -247,7 +249,7 @@ def check_catch_up(history: pa.Table | HistoryView, scenario: Any = None) -> dic
             expected += n
         b = rows[back]
         # One delivery per (partition, offset): a re-read after a rebalance is not new backlog.
-        _, first = np.unique(np.stack([_tp_key(d["topic"][b], d["part"][b]), d["off"][b]]), axis=1,
+        _, first = np.unique(np.stack([tp_key(d["topic"][b], d["part"][b]), d["off"][b]]), axis=1,
                              return_index=True)
         b = np.sort(b[first])
         start = go_ts if go_ts is not None else g["ready_ts"]

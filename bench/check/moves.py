@@ -20,15 +20,14 @@ from bench.history.names import (
     EVENT_MOVE_PHASE,
     FIELD_BYTES_TO_COPY,
     NODE_OBJSTORE,
-    SOURCE_CLIENT,
     broker_node,
 )
 from bench.check.view import (
-    _NEG_INF, EXAMPLES, UNAVAILABLE_POST_S, UNAVAILABLE_PRE_S, HistoryView, _Action, _hashable, _member,
-    _merge_valid, _runs, _tp_key, _tp_name, _tp_of, _uniq, _view,
+    EXAMPLES, NEG_INF, Action, HistoryView, as_view, hashable, isin_sorted, merge_valid, sorted_runs, tp_key, tp_name,
+    tp_of, uniq,
 )
-from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
-
+from bench.check.windows import fault_window, latency_windows, longest_gap, move_markers, unavailable_windows
+from bench.scenario import MOVE_ACTIONS
 
 
 def _limit(scenario: Any, name: str) -> float | None:
@@ -36,22 +35,8 @@ def _limit(scenario: Any, name: str) -> float | None:
     return getattr(checks, name, None) if checks is not None else None
 
 
-def _is_move(a: _Action) -> bool:
+def _is_move(a: Action) -> bool:
     return a.kind in MOVE_ACTIONS
-
-
-def move_markers(a, tp, completes, leader_changes):
-    """For one move action and partition: its move_complete event, the new leader it names,
-    and the first leader_change at or after the request to a target (the new owner), or None."""
-    mc = next((e for e in completes if _hashable(e.action_id) == a.action_id and _tp_of(e) == tp), None)
-    new_leader = mc.detail.get("new_leader") if mc is not None else None
-    targets = [new_leader] if new_leader is not None else a.targets.get(tp)
-    lc = next((e for e in leader_changes
-               if _tp_of(e) == tp and e.ts >= a.start
-               and (e.action_id is None or _hashable(e.action_id) == a.action_id)
-               and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
-               and (not targets or e.detail["leader"] in targets)), None)
-    return mc, new_leader, lc
 
 
 def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
@@ -75,7 +60,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
     and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
     sum the ``move_phase`` events (seconds, bytes) by phase name.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     limit = _limit(v.scenario, "max_move_seconds")
     leader_changes = v.events_named(EVENT_LEADER_CHANGE)
     completes = v.events_named(EVENT_MOVE_COMPLETE)
@@ -86,7 +71,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
             continue
         phases: dict[str, dict[str, float]] = {}
         for e in phases_ev:
-            if _hashable(e.action_id) == a.action_id:
+            if hashable(e.action_id) == a.action_id:
                 ph = phases.setdefault(str(e.detail.get("phase")), {"seconds": 0.0, "bytes": 0})
                 ph["seconds"] += float(e.detail.get("seconds") or 0.0)
                 ph["bytes"] += int(e.detail.get("bytes") or 0)
@@ -121,7 +106,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
         moves.extend(per_action)
     known_all = [m["move_seconds"] for m in moves if m["move_seconds"] != "unknown"]
     return {
-        "valid": _merge_valid(valids),
+        "valid": merge_valid(valids),
         "limit": limit,
         "max_move_seconds": max(known_all) if known_all else None,
         "actions": actions,
@@ -136,7 +121,7 @@ def copy_start(v: HistoryView, action_id: Any, tp: tuple[str, int], added: Any =
     -> ``{ts, replica, offset, bytes_to_copy}`` or None (the new replica copied from the log's
     start: the whole partition)."""
     for e in sorted(v.events_named(EVENT_COPY_START), key=lambda e: e.ts):
-        if _hashable(e.action_id) != action_id or _tp_of(e) != tp:
+        if hashable(e.action_id) != action_id or tp_of(e) != tp:
             continue
         if added and e.detail.get("replica") not in added:
             continue
@@ -157,7 +142,7 @@ def check_bytes_moved(history: pa.Table | HistoryView, scenario: Any = None) -> 
     named ``bytes_moved_inter_broker`` / ``bytes_moved_objstore``; ``bytes_moved`` is their sum.
     Every other counter name is summed too (``counters``), plus per broker.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     acts = v.actions
     by_id = {a.action_id: a for a in acts}
     totals: dict[Any, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -168,7 +153,7 @@ def check_bytes_moved(history: pa.Table | HistoryView, scenario: Any = None) -> 
         name, value = e.detail.get("name"), e.detail.get("value")
         if name is None or not isinstance(value, (int, float)):
             continue
-        aid = _hashable(e.action_id)
+        aid = hashable(e.action_id)
         if aid is None or aid not in by_id:
             owner = [a for a in acts if a.start <= e.ts and (a.end is None or e.ts <= a.end)]
             aid = owner[-1].action_id if owner else "unattributed"
@@ -218,72 +203,25 @@ def _intish(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _longest_gap(ack: np.ndarray, w0: float, w1: float) -> tuple[float, float, float]:
-    """Longest interval inside [w0, w1] containing no ack (acks sorted). -> (gap, start, end)."""
-    inside = ack[(ack >= w0) & (ack <= w1)]
-    pts = np.concatenate([[w0], inside, [w1]])
-    d = np.diff(pts)
-    i = int(np.argmax(d))
-    return float(d[i]), float(pts[i]), float(pts[i + 1])
-
-
 def _partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
     """Longest no-ack interval within [w0, w1] for every partition that had a send.
     Vectorised over all partitions. -> (tp keys, gaps)."""
-    send_keys = _uniq(_tp_key(v.s_topic, v.s_part))
+    send_keys = uniq(tp_key(v.s_topic, v.s_part))
     send_keys = send_keys[send_keys >= 0]
     a = v.acked
     m = (a["ack"] >= w0) & (a["ack"] <= w1) & (a["key"] >= 0)
     k, ack = a["key"][m], a["ack"][m]
     gaps = np.full(send_keys.size, w1 - w0)  # no ack at all in the window: the whole window
     if k.size:
-        uk, start, _ = _runs(k)  # acked sends are sorted by key
+        uk, start, _ = sorted_runs(k)  # acked sends are sorted by key
         end = np.concatenate([start[1:], [k.size]]) - 1
         d = np.diff(ack)
         if d.size:
-            d = np.where(k[1:] == k[:-1], d, _NEG_INF)
-        inner = np.maximum.reduceat(np.concatenate([d, [_NEG_INF]]), start)
+            d = np.where(k[1:] == k[:-1], d, NEG_INF)
+        inner = np.maximum.reduceat(np.concatenate([d, [NEG_INF]]), start)
         g = np.maximum(np.maximum(ack[start] - w0, w1 - ack[end]), inner)
         gaps[np.searchsorted(send_keys, uk)] = g
     return send_keys, gaps
-
-
-def _first_client_leader_change(leader_changes: list, tp: tuple[str, int], after: float,
-                                faulted: int) -> Any:
-    """The first leader_change of ``tp`` a client saw (the metadata poller's, not a cluster
-    journal's) after ``after`` to a live leader (>= 0) other than the faulted broker, or None."""
-    return next((e for e in leader_changes
-                 if e.ts > after and _tp_of(e) == tp and e.detail.get("source", SOURCE_CLIENT) == SOURCE_CLIENT
-                 and isinstance(e.detail.get("leader"), int) and e.detail["leader"] >= 0
-                 and e.detail["leader"] != faulted), None)
-
-
-def fault_recoveries(v: HistoryView, a: _Action, leader_changes: list | None = None) -> list[dict[str, Any]]:
-    """Per partition a fault affected: when and how it recovered, as
-    :func:`check_unavailable_seconds` defines it -> ``[{topic, partition, recovery_ts,
-    recovered_by, recovery_action_id | new_leader}]`` (``recovery_ts`` None: no recovery). Events
-    only, no acks (the window's end, the first ack at or after ``recovery_ts``, is the caller's)."""
-    if leader_changes is None:
-        leader_changes = v.events_named(EVENT_LEADER_CHANGE)
-    recovery_kind = FAULT_RECOVERY[a.kind]
-    rec = next((r for r in v.actions
-                if r.kind == recovery_kind and r.start >= a.start and r.ok is not False
-                and (a.broker is None or r.broker == a.broker)), None)
-    rec_ts = None if rec is None else (rec.end_event if rec.end_event is not None else rec.start)
-    tps = a.partitions
-    if not tps and a.broker is None:  # the controller / object store: every partition with load
-        keys = _uniq(_tp_key(v.s_topic, v.s_part))
-        tps = {(v.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in keys[keys >= 0]}
-    out = []
-    for tp in sorted(tps):
-        lc = _first_client_leader_change(leader_changes, tp, a.start, a.broker) if a.broker is not None else None
-        info: dict[str, Any] = {"topic": tp[0], "partition": tp[1], "recovery_ts": None, "recovered_by": None}
-        if rec_ts is not None and (lc is None or rec_ts <= lc.ts):
-            info.update(recovery_ts=rec_ts, recovered_by=recovery_kind, recovery_action_id=rec.action_id)
-        elif lc is not None:
-            info.update(recovery_ts=lc.ts, recovered_by=EVENT_LEADER_CHANGE, new_leader=lc.detail["leader"])
-        out.append(info)
-    return out
 
 
 def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -295,9 +233,9 @@ def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
     last = (None if any(w["recovery_ts"] is None for w in windows)
             else max(windows, key=lambda w: w["recovery_ts"], default=None))
     return {
-        "partitions": [_tp_name(w["topic"], w["partition"]) for w in windows],
+        "partitions": [tp_name(w["topic"], w["partition"]) for w in windows],
         "unavailable_seconds": worst["unavailable_seconds"] if worst else None,
-        "worst_partition": _tp_name(worst["topic"], worst["partition"]) if worst else None,
+        "worst_partition": tp_name(worst["topic"], worst["partition"]) if worst else None,
         "recovered_ts": last["recovery_ts"] if last else None,
         "recovery_seconds": last["recovery_ts"] - start if last else None,
         # When the worst partition was served again: its first ack at or after recovery.
@@ -348,7 +286,7 @@ def samples_overlapping(samples: list, lo: float, hi: float) -> tuple[list, list
     return out, weights
 
 
-def move_link_fill(v: HistoryView, a: _Action, tp: tuple[str, int], move_seconds: float | None) -> dict[str, Any] | None:
+def move_link_fill(v: HistoryView, a: Action, tp: tuple[str, int], move_seconds: float | None) -> dict[str, Any] | None:
     """How full the links were while one partition moved: the ``links`` of a summary.json move,
     also the aggregate's ``move_links``. Window: [request, request + move_seconds], else until the
     action's end, else until the last sample. Nodes: the brokers holding the partition before
@@ -373,27 +311,6 @@ def move_link_fill(v: HistoryView, a: _Action, tp: tuple[str, int], move_seconds
     inside, weights = samples_overlapping(samples, lo, hi)
     return {"from_ts": lo, "to_ts": hi, "samples": len(inside),
             "nodes": {n: {"role": role, **link_stats(inside, n, weights)} for n, role in roles.items()}}
-
-
-def _fault_windows(v: HistoryView, a: _Action, leader_changes: list) -> list[dict[str, Any]]:
-    """The outage windows of one fault action, one per affected partition (see
-    :func:`check_unavailable_seconds`)."""
-    w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
-    out = []
-    for rec in fault_recoveries(v, a, leader_changes):
-        ack, _ = v.acks_of(rec["topic"], rec["partition"])
-        first_ack = None
-        if rec["recovery_ts"] is not None:
-            i = int(np.searchsorted(ack, rec["recovery_ts"], "left"))
-            first_ack = float(ack[i]) if i < ack.size else None
-        w1 = max(first_ack if first_ack is not None else v.load_end, w0)
-        gap, g0, g1 = _longest_gap(ack, w0, w1)
-        out.append({"action_id": a.action_id, "action": a.kind, "topic": rec["topic"],
-                    "partition": rec["partition"], "broker": a.broker, "window": [w0, w1],
-                    "unavailable_seconds": gap, "gap": [g0, g1],
-                    **{k: x for k, x in rec.items() if k not in ("topic", "partition")},
-                    "first_ack_ts": first_ack})
-    return out
 
 
 def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
@@ -431,25 +348,19 @@ def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = N
     unavailable. valid False if ``checks.max_unavailable_seconds`` is set and an action window
     exceeds it, else True.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     limit = _limit(v.scenario, "max_unavailable_seconds")
     leader_changes = v.events_named(EVENT_LEADER_CHANGE)
     windows = []
-    for a in v.actions:
-        if a.kind in RECOVERY_ACTIONS:
+    for w in unavailable_windows(v, v.load_start, v.load_end, leader_changes):
+        if w.fault:
+            windows.append(fault_window(v, w))
             continue
-        if a.kind in FAULT_RECOVERY:
-            windows.extend(_fault_windows(v, a, leader_changes))
-            continue
-        w0 = max(a.start - UNAVAILABLE_PRE_S, v.load_start)
-        end = a.end if a.end is not None else v.load_end
-        w1 = max(min(end + UNAVAILABLE_POST_S, v.load_end), w0)
-        for tp in sorted(a.partitions):
-            ack, _ = v.acks_of(*tp)
-            gap, g0, g1 = _longest_gap(ack, w0, w1)
-            windows.append({"action_id": a.action_id, "action": a.kind, "topic": tp[0],
-                            "partition": tp[1], "window": [w0, w1], "unavailable_seconds": gap,
-                            "gap": [g0, g1], "end_known": a.end is not None})
+        ack, _ = v.acks_of(w.topic, w.partition)
+        gap, g0, g1 = longest_gap(ack, w.start, w.end)
+        windows.append({"action_id": w.action.action_id, "action": w.action.kind, "topic": w.topic,
+                        "partition": w.partition, "window": [w.start, w.end], "unavailable_seconds": gap,
+                        "gap": [g0, g1], "end_known": w.action.end is not None})
     keys, gaps = _partition_gaps(v, v.load_start, v.load_end)
     order = np.argsort(-gaps, kind="stable")[:EXAMPLES]
     worst = [{"topic": v.topics[int(keys[i]) >> 32], "partition": int(keys[i]) & 0xFFFFFFFF,
@@ -466,7 +377,7 @@ def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = N
     }
 
 
-def _percentiles(lat_ms: np.ndarray) -> dict[str, Any]:
+def percentiles(lat_ms: np.ndarray) -> dict[str, Any]:
     lat_ms = lat_ms[~np.isnan(lat_ms)]
     if lat_ms.size == 0:
         return {"count": 0, "p50_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
@@ -476,20 +387,13 @@ def _percentiles(lat_ms: np.ndarray) -> dict[str, Any]:
 
 
 def action_windows(v: HistoryView) -> list[tuple[Any, np.ndarray, dict[str, tuple[float, float, bool]]]]:
-    """Per action (in start order): the action, its partitions' keys (sorted) and its windows
-    ``{before, during, after: (from, to, to_inclusive)}`` as :func:`check_latency` defines them."""
-    acts = v.actions
+    """Per action (in start order): the action, its partitions' keys (sorted) and its latency
+    windows (:func:`bench.check.windows.latency_windows`)."""
     out = []
-    prev_end = v.load_start
-    for i, a in enumerate(acts):
-        nxt = acts[i + 1].start if i + 1 < len(acts) else v.load_end
-        end = a.end if a.end is not None else max(nxt, a.start)
-        keys = np.array(sorted(int(_tp_key(v.topic_code[t], p)) for t, p in a.partitions
+    for a, bounds in latency_windows(v.actions, v.load_start, v.load_end):
+        keys = np.array(sorted(int(tp_key(v.topic_code[t], p)) for t, p in a.partitions
                                if t in v.topic_code), dtype=np.int64)
-        out.append((a, keys, {"before": (max(v.load_start, prev_end), a.start, False),
-                              "during": (a.start, end, False),
-                              "after": (end, max(nxt, end), True)}))
-        prev_end = end
+        out.append((a, keys, bounds))
     return out
 
 
@@ -505,7 +409,7 @@ def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict
     (``partitions``), with the count of info / fail sends invoked in it. ``run`` covers every
     acked send. valid "unknown" if nothing was acked, else True (a measurement).
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     b = v.by_send_ts
 
     def window(lo: float, hi: float, keys: np.ndarray | None, inclusive_hi: bool) -> dict[str, Any]:
@@ -514,9 +418,9 @@ def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict
         i1 = max(i1, i0)
         lat = b["lat_ms"][i0:i1]
         if keys is not None:
-            lat = lat[_member(b["key"][i0:i1], keys)]
-            return {"from": lo, "to": hi, **_percentiles(lat)}
-        return {"from": lo, "to": hi, **_percentiles(lat),
+            lat = lat[isin_sorted(b["key"][i0:i1], keys)]
+            return {"from": lo, "to": hi, **percentiles(lat)}
+        return {"from": lo, "to": hi, **percentiles(lat),
                 "info_count": int(b["info_cum"][i1] - b["info_cum"][i0]),
                 "fail_count": int(b["fail_cum"][i1] - b["fail_cum"][i0])}
 
@@ -527,7 +431,7 @@ def check_latency(history: pa.Table | HistoryView, scenario: Any = None) -> dict
             "all": {ph: window(lo, hi, None, inc) for ph, (lo, hi, inc) in bounds.items()},
             "partitions": {ph: window(lo, hi, keys, inc) for ph, (lo, hi, inc) in bounds.items()},
         })
-    run = _percentiles(b["lat_ms"])
+    run = percentiles(b["lat_ms"])
     return {"valid": "unknown" if run["count"] == 0 else True, "run": run, "actions": out_actions}
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.check.view import (
-    _FAIL, _INFO, _OK, EXAMPLES, HistoryView, _member, _runs, _tp_key, _tp_name, _tp_of, _uniq, _view,
+    FAIL, INFO, OK, EXAMPLES, HistoryView, isin_sorted, sorted_runs, tp_key, tp_name, tp_of, uniq, as_view,
 )
 from bench.history.names import EVENT_PREFILL, EVENT_VERIFY
 
@@ -32,21 +32,21 @@ def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> 
     valid False if any; "unknown" if the history has no reads at all (nothing to compare with; then
     no count either: an unknown check's counts are null, never 0). Reports counts, up to 20 example ids (lowest first) and lost counts per partition.
     """
-    v = _view(history, scenario)
-    acked = _uniq(v.s_id[v.s_out == _OK])
+    v = as_view(history, scenario)
+    acked = uniq(v.s_id[v.s_out == OK])
     read_ids = v.read_ids
     out: dict[str, Any] = {"acked_count": int(acked.size), "read_count": int(read_ids.size)}
     if read_ids.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", **out}
-    lost = acked[~_member(acked, read_ids)]
+    lost = acked[~isin_sorted(acked, read_ids)]
     by_partition: dict[str, int] = {}
     if lost.size:
-        rows = np.flatnonzero((v.s_out == _OK) & _member(v.s_id, lost))
+        rows = np.flatnonzero((v.s_out == OK) & isin_sorted(v.s_id, lost))
         rows = rows[np.argsort(v.s_id[rows], kind="stable")]
-        rows = rows[_runs(v.s_id[rows])[1]]  # one row per lost id
-        keys, _, counts = _runs(np.sort(_tp_key(v.s_topic[rows], v.s_part[rows])))
+        rows = rows[sorted_runs(v.s_id[rows])[1]]  # one row per lost id
+        keys, _, counts = sorted_runs(np.sort(tp_key(v.s_topic[rows], v.s_part[rows])))
         for k, c in sorted(zip(keys.tolist(), counts.tolist()), key=lambda kc: -kc[1])[:50]:
-            name = "unknown" if k < 0 else _tp_name(v.topics[k >> 32], k & 0xFFFFFFFF)
+            name = "unknown" if k < 0 else tp_name(v.topics[k >> 32], k & 0xFFFFFFFF)
             by_partition[name] = c
     return {
         "valid": lost.size == 0,
@@ -62,11 +62,11 @@ def check_duplicates(history: pa.Table | HistoryView, scenario: Any = None) -> d
 
     valid False if any; "unknown" without reads. Examples list each duplicated id's positions.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     if v.r_id.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", "duplicated_count": None}
     pos = v.read_positions
-    ids, starts, counts = _runs(pos["id"])  # positions are sorted by msg_id
+    ids, starts, counts = sorted_runs(pos["id"])  # positions are sorted by msg_id
     dup = counts > 1
     examples = []
     for i in np.flatnonzero(dup)[:EXAMPLES]:
@@ -97,7 +97,7 @@ def check_reordering(history: pa.Table | HistoryView, scenario: Any = None) -> d
     one violation ("descent"). Messages whose producer is unknown are skipped and counted.
     valid False if any violation; "unknown" without reads.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     if v.r_id.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", "reordered_count": None}
     pos = v.read_positions
@@ -109,7 +109,7 @@ def check_reordering(history: pa.Table | HistoryView, scenario: Any = None) -> d
     sidx = v.read_send_index[pos["row"]]
     has_send = sidx >= 0
     acked = np.zeros(n, dtype=bool)
-    acked[has_send] = v.s_out[sidx[has_send]] == _OK
+    acked[has_send] = v.s_out[sidx[has_send]] == OK
     prod = v.s_prod[sidx] if v.s_prod.size else np.full(n, -1, dtype=np.int64)
     prod = np.where(has_send, prod, -1)
     prod = np.where(prod >= 0, prod, v.r_prod[pos["row"]])
@@ -148,12 +148,12 @@ def check_unseen(history: pa.Table | HistoryView, scenario: Any = None) -> dict[
     out in the client) after the broker already appended it. A high ``fail_read`` count still hints
     that the harness should classify that error as info.
     """
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     read_ids = v.read_ids
     out: dict[str, Any] = {"valid": True}
-    for name, code in (("info", _INFO), ("fail", _FAIL)):
-        ids = _uniq(v.s_id[v.s_out == code])
-        seen = ids[_member(ids, read_ids)]
+    for name, code in (("info", INFO), ("fail", FAIL)):
+        ids = uniq(v.s_id[v.s_out == code])
+        seen = ids[isin_sorted(ids, read_ids)]
         out[f"{name}_total"] = int(ids.size)
         out[f"{name}_read"] = int(seen.size)
         out[f"{name}_read_examples"] = seen[:EXAMPLES].tolist()
@@ -166,10 +166,10 @@ def check_unexpected(history: pa.Table | HistoryView, scenario: Any = None) -> d
     """Unexpected reads: a harness message (``msg_id >= 0``) read but never sent in this run
     (corruption, or another run's data on a reused cluster). valid False if any; "unknown"
     without reads."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     if v.r_id.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", "unexpected_count": None}
-    ids = _uniq(v.r_id[v.read_send_index < 0])
+    ids = uniq(v.r_id[v.read_send_index < 0])
     return {"valid": ids.size == 0, "unexpected_count": int(ids.size),
             "examples": ids[:EXAMPLES].tolist()}
 
@@ -184,15 +184,15 @@ def check_lost_prefill(history: pa.Table | HistoryView, scenario: Any = None) ->
     this is the check that reads it. valid False if a completely read partition has fewer prefill
     records than were written; "unknown" if a prefilled partition was not read to its end; True
     without a prefill. Counts only: a duplicate prefill record would hide one lost."""
-    v = _view(history, scenario)
+    v = as_view(history, scenario)
     written: dict[tuple[str, int], int] = {}
     for e in v.events_named(EVENT_PREFILL):
-        tp, n = _tp_of(e), e.detail.get("messages")
+        tp, n = tp_of(e), e.detail.get("messages")
         if tp is not None and isinstance(n, int) and n > 0:
             written[tp] = written.get(tp, 0) + n
     if not written:
         return {"valid": True, "note": "no prefill", "prefill_messages": 0, "lost_prefill_count": 0}
-    read = {_tp_of(e): e.detail for e in v.events_named(EVENT_VERIFY) if _tp_of(e) is not None}
+    read = {tp_of(e): e.detail for e in v.events_named(EVENT_VERIFY) if tp_of(e) is not None}
     lost: dict[str, int] = {}
     unread = []
     for tp, n in sorted(written.items()):

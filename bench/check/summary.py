@@ -5,7 +5,8 @@ recomputes, so ``analyze`` reproduces ``summary.json`` exactly (run facts such a
 and provenance come from the history's ``run_start`` / ``run_end`` events, not from the
 clock). Shape::
 
-    {run_id, scenario, system, started_at, finished_at, duration_s, completed, error,
+    {schema_version (SCHEMA_VERSION; a summary without one is version 1, see upgrade_summary),
+     run_id, scenario, system, started_at, finished_at, duration_s, completed, error,
      ended (completed | interrupted: SIGINT | crashed: <exception>, bench.run.ending),
      config_id (the run id without its repetition), repetition (1-based), repetitions,
      provenance: {date, machine: {cpus, mem_gib, kernel, platform, python}, git: {commit, dirty},
@@ -64,6 +65,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +97,15 @@ from bench.history.names import (
     EVENT_VERIFY,
     SOURCE_CLIENT,
 )
-from bench.check.view import _hashable, _tp_of
+from bench.check.view import hashable, tp_of
 from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
 from workloads.messages import PRODUCER_ACKS, PRODUCER_LINGER_MS
+
+
+SCHEMA_VERSION = 2  # what build_summary writes; upgrade_summary reads every older one
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -298,12 +303,12 @@ def protocol_view(v: HistoryView, aid: Any, tp: tuple[str, int], req: float | No
         return None
     added = sorted(set(to or ()) - set(src or ()))
     lc = next((e for e in v.events_named(EVENT_LEADER_CHANGE)
-               if e.ts >= req and _tp_of(e) == tp and e.detail.get("source") == SOURCE_CLIENT
+               if e.ts >= req and tp_of(e) == tp and e.detail.get("source") == SOURCE_CLIENT
                and e.detail.get("leader") in (to or ())), None)
-    listed = [e for e in v.events_named(EVENT_REASSIGNMENT_LISTED) if e.ts >= req - 1.0 and _tp_of(e) == tp
-              and _hashable(e.action_id) in (aid, None)]
-    cleared = next((e for e in v.events_named(EVENT_REASSIGNMENT_CLEARED) if e.ts >= req and _tp_of(e) == tp
-                    and _hashable(e.action_id) in (aid, None)), None) if listed else None
+    listed = [e for e in v.events_named(EVENT_REASSIGNMENT_LISTED) if e.ts >= req - 1.0 and tp_of(e) == tp
+              and hashable(e.action_id) in (aid, None)]
+    cleared = next((e for e in v.events_named(EVENT_REASSIGNMENT_CLEARED) if e.ts >= req and tp_of(e) == tp
+                    and hashable(e.action_id) in (aid, None)), None) if listed else None
     after = cleared.ts if cleared is not None else (lc.ts if lc is not None else None)
     target_bytes = None
     if after is not None and added:
@@ -451,6 +456,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
     end = _first_detail(v, EVENT_RUN_END)
     verify = [e.detail for e in _events(v, EVENT_VERIFY)]
     summary = {
+        "schema_version": SCHEMA_VERSION,
         "run_id": start.get("run_id"),
         "scenario": start.get("scenario", scenario.name if scenario else None),
         "system": start.get("system", scenario.system.kind if scenario else None),
@@ -480,6 +486,48 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "links": _links(v),
     }
     return clean(summary)
+
+
+WAL_SETTINGS = ("wal_batch_interval_ms", "wal_upload_threshold_bytes")  # flat in a version-1 configuration
+
+
+def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
+                    written_during: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+    """``summary`` in the current shape (:data:`SCHEMA_VERSION`), whatever wrote it: the one place
+    that knows how older summaries differ (a new dict; a current summary comes back equal).
+
+    Version 1 (no ``schema_version``) spans several shapes; what a summary lacks is filled in:
+
+    * ``moves[].copy_bytes_at_request`` (from before it): from ``view``'s ``copy_start`` events
+      (:func:`~bench.check.moves.copy_start`; left out without a view);
+    * ``moves[].bytes_written_during_move`` (from before the bytes split): ``written_during(move)``,
+      the bytes acked on the partition from the request to the leader change, from the raw rows
+      (null without it), and the split of ``bytes_moved`` into ``bytes_moved_at_request`` and
+      ``bytes_moved_during_move``;
+    * ``configuration.system_settings`` (from before it): the WAL settings the configuration
+      carried flat (those set), else none.
+    """
+    out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
+    if out.get("schema_version", 1) >= SCHEMA_VERSION:
+        return out
+    for m in out.get("moves") or []:
+        if not isinstance(m, dict):
+            continue
+        tp = (m.get("topic"), m.get("partition"))
+        if "copy_bytes_at_request" not in m and view is not None:
+            added = set(m.get("to") or ()) - set(m.get("from") or ()) or None
+            start = copy_start(view, hashable(m.get("action_id")), tp, added)
+            m["copy_bytes_at_request"] = start["bytes_to_copy"] if start else None
+        if "bytes_written_during_move" not in m:
+            during = written_during(m) if written_during is not None else None
+            ib, ob = m.get("bytes_moved_inter_broker"), m.get("bytes_moved_objstore")
+            moved = None if ib is None and ob is None else float(ib or 0) + float(ob or 0)
+            m.update(bytes_written_during_move=during, **split_bytes_moved(moved, during))
+    conf = out.get("configuration")
+    if isinstance(conf, dict) and conf.get("system_settings") is None:
+        conf["system_settings"] = {k: conf[k] for k in WAL_SETTINGS if conf.get(k) is not None}
+    out["schema_version"] = SCHEMA_VERSION
+    return out
 
 
 def load_run(run_dir: Path | str) -> tuple[pa.Table, Scenario]:

@@ -23,11 +23,9 @@ from bench.history.names import (
 from bench.history.store import SCHEMA
 
 EXAMPLES = 20  # max example ids / records reported per anomaly
-UNAVAILABLE_PRE_S = 1.0  # unavailable_seconds window starts this long before the action
-UNAVAILABLE_POST_S = 5.0  # ... and ends this long after a move ends
 
-_OK, _FAIL, _INFO, _OTHER = 0, 1, 2, 3
-_NEG_INF = -math.inf
+OK, FAIL, INFO, OTHER = 0, 1, 2, 3
+NEG_INF = -math.inf
 
 
 
@@ -45,7 +43,7 @@ def _num(col: pa.ChunkedArray, fill: Any, dtype: Any) -> np.ndarray:
     return np.asarray(pc.fill_null(col, fill).to_numpy(), dtype=dtype)
 
 
-def _tp_key(topic_code: np.ndarray | int, partition: np.ndarray | int) -> Any:
+def tp_key(topic_code: np.ndarray | int, partition: np.ndarray | int) -> Any:
     # One int64 per (topic, partition); invalid pairs map to -1.
     t = np.asarray(topic_code, dtype=np.int64)
     p = np.asarray(partition, dtype=np.int64)
@@ -53,7 +51,7 @@ def _tp_key(topic_code: np.ndarray | int, partition: np.ndarray | int) -> Any:
     return np.where((t >= 0) & (p >= 0), key, -1)
 
 
-def _uniq(a: np.ndarray) -> np.ndarray:
+def uniq(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values (sort-based: much faster than np.unique's hash path on ids)."""
     s = np.sort(a, kind="stable")
     if s.size:
@@ -61,7 +59,7 @@ def _uniq(a: np.ndarray) -> np.ndarray:
     return s
 
 
-def _runs(sorted_a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sorted_runs(sorted_a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For an already sorted array: (distinct values, start index, count) of each run."""
     n = sorted_a.size
     if n == 0:
@@ -71,7 +69,7 @@ def _runs(sorted_a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sorted_a[starts], starts, counts
 
 
-def _member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
+def isin_sorted(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
     """Boolean mask: which elements of ``a`` occur in the sorted array ``sorted_b``."""
     if sorted_b.size == 0:
         return np.zeros(a.shape, dtype=bool)
@@ -80,7 +78,7 @@ def _member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class _Event:
+class Event:
     event: str
     ts: float
     topic: str | None
@@ -93,7 +91,7 @@ class _Event:
 
 
 @dataclass
-class _Action:
+class Action:
     action_id: Any
     kind: str | None = None
     start: float | None = None
@@ -122,7 +120,7 @@ class _Action:
         return max(ends) if ends else None
 
 
-def _tp_of(ev: _Event, d: dict[str, Any] | None = None) -> tuple[str, int] | None:
+def tp_of(ev: Event, d: dict[str, Any] | None = None) -> tuple[str, int] | None:
     d = ev.detail if d is None else d
     topic = d.get("topic", ev.topic)
     part = d.get("partition", ev.partition)
@@ -157,7 +155,7 @@ class HistoryView:
         self.s_ts = _num(sends.column("ts"), math.nan, np.float64)
         self.s_ack = _num(sends.column("ack_ts"), math.nan, np.float64)
         self.s_out = _codes(sends.column("outcome"), ["ok", "fail", "info"])
-        self.s_out[self.s_out < 0] = _OTHER
+        self.s_out[self.s_out < 0] = OTHER
         self.s_topic = _codes(sends.column("topic"), self.topics)
         self.s_part = _num(sends.column("partition"), -1, np.int64)
         self.s_prod = _codes(sends.column("producer"), self.producers)
@@ -204,7 +202,7 @@ class HistoryView:
     @cached_property
     def read_ids(self) -> np.ndarray:
         """Distinct msg_ids read, sorted."""
-        return _uniq(self.r_id)
+        return uniq(self.r_id)
 
     @cached_property
     def read_send_index(self) -> np.ndarray:
@@ -223,8 +221,8 @@ class HistoryView:
     @cached_property
     def acked(self) -> dict[str, np.ndarray]:
         """Acked sends (outcome ok, ack_ts known) sorted by (topic-partition key, ack_ts)."""
-        m = (self.s_out == _OK) & ~np.isnan(self.s_ack)
-        key = _tp_key(self.s_topic[m], self.s_part[m])
+        m = (self.s_out == OK) & ~np.isnan(self.s_ack)
+        key = tp_key(self.s_topic[m], self.s_part[m])
         ack, ts = self.s_ack[m], self.s_ts[m]
         order = np.lexsort((ack, key))
         return {"key": key[order], "ack": ack[order], "ts": ts[order]}
@@ -235,7 +233,7 @@ class HistoryView:
         a = self.acked
         if code < 0 or a["key"].size == 0:
             return np.empty(0), np.empty(0)
-        k = int(_tp_key(code, partition))
+        k = int(tp_key(code, partition))
         lo, hi = np.searchsorted(a["key"], k, "left"), np.searchsorted(a["key"], k, "right")
         return a["ack"][lo:hi], a["ts"][lo:hi]
 
@@ -243,14 +241,14 @@ class HistoryView:
     def by_send_ts(self) -> dict[str, np.ndarray]:
         """All sends sorted by invocation ts, with latency (ms, NaN unless acked) and outcome."""
         order = np.argsort(self.s_ts, kind="stable")
-        ok = (self.s_out == _OK) & ~np.isnan(self.s_ack)
+        ok = (self.s_out == OK) & ~np.isnan(self.s_ack)
         lat = np.where(ok, (self.s_ack - self.s_ts) * 1000.0, np.nan)
         return {
             "ts": self.s_ts[order],
             "lat_ms": lat[order],
-            "key": _tp_key(self.s_topic, self.s_part)[order],
-            "info_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == _INFO)]),
-            "fail_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == _FAIL)]),
+            "key": tp_key(self.s_topic, self.s_part)[order],
+            "info_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == INFO)]),
+            "fail_cum": np.concatenate([[0], np.cumsum(self.s_out[order] == FAIL)]),
         }
 
     @cached_property
@@ -294,7 +292,7 @@ class HistoryView:
     # -- events ------------------------------------------------------------------------------
 
     @cached_property
-    def events(self) -> list[_Event]:
+    def events(self) -> list[Event]:
         t = self._events_table
         out = []
         cols = [t.column(c).to_pylist() for c in ("event", "ts", "topic", "partition", "detail")]
@@ -309,23 +307,23 @@ class HistoryView:
             if ts is None:
                 self.bad_events += 1
                 continue
-            out.append(_Event(ev or "", float(ts), topic, part if part is not None and part >= 0 else None, d))
+            out.append(Event(ev or "", float(ts), topic, part if part is not None and part >= 0 else None, d))
         out.sort(key=lambda e: e.ts)
         return out
 
-    def events_named(self, name: str) -> list[_Event]:
+    def events_named(self, name: str) -> list[Event]:
         return [e for e in self.events if e.event == name]
 
     @cached_property
-    def actions(self) -> list[_Action]:
+    def actions(self) -> list[Action]:
         """Actions reconstructed from events (plus the scenario for kinds/partitions not logged),
         ordered by start time."""
-        acts: dict[Any, _Action] = {}
+        acts: dict[Any, Action] = {}
         for e in self.events:
             aid = e.action_id
             if aid is None:
                 continue
-            a = acts.setdefault(_hashable(aid), _Action(_hashable(aid)))
+            a = acts.setdefault(hashable(aid), Action(hashable(aid)))
             if e.event == EVENT_ACTION_START:
                 a.start = e.ts if a.start is None else min(a.start, e.ts)
                 a.kind = e.detail.get("action") or e.detail.get("kind") or a.kind
@@ -337,7 +335,7 @@ class HistoryView:
                 if isinstance(e.detail.get("ok"), bool):
                     a.ok = e.detail["ok"]
             elif e.event in (EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, EVENT_MOVE_PHASE):
-                tp = _tp_of(e)
+                tp = tp_of(e)
                 if tp is not None:
                     a.seen.add(tp)
                 if e.event != EVENT_MOVE_PHASE:
@@ -360,13 +358,13 @@ class HistoryView:
         return sorted((a for a in acts.values() if a.start is not None), key=lambda a: a.start)
 
     @staticmethod
-    def _collect_moves(a: _Action, e: _Event) -> None:
+    def _collect_moves(a: Action, e: Event) -> None:
         d = e.detail
         entries = d.get("partitions")
         if isinstance(entries, list):
             for item in entries:
                 if isinstance(item, dict):
-                    tp = _tp_of(e, {"topic": item.get("topic"), "partition": item.get("partition")})
+                    tp = tp_of(e, {"topic": item.get("topic"), "partition": item.get("partition")})
                     if tp is not None:
                         a.logged.add(tp)
                         to = item.get("to", item.get("replicas"))
@@ -375,18 +373,18 @@ class HistoryView:
                         if isinstance(item.get("from"), list):
                             a.sources[tp] = [b for b in item["from"] if isinstance(b, int)]
         if "topic" in d and "partition" in d:
-            tp = _tp_of(e)
+            tp = tp_of(e)
             if tp is not None:
                 a.logged.add(tp)
                 if isinstance(d.get("to"), list):
                     a.targets[tp] = list(d["to"])
 
 
-def _hashable(v: Any) -> Any:
+def hashable(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
 
 
-def _view(history: pa.Table | HistoryView, scenario: Any = None) -> HistoryView:
+def as_view(history: pa.Table | HistoryView, scenario: Any = None) -> HistoryView:
     if isinstance(history, HistoryView):
         if history.scenario is None and scenario is not None:
             history.scenario = scenario
@@ -394,19 +392,12 @@ def _view(history: pa.Table | HistoryView, scenario: Any = None) -> HistoryView:
     return HistoryView(history, scenario)
 
 
-def _f(x: Any) -> float | None:
-    """JSON-safe float (None for NaN / missing)."""
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
 
-
-def _tp_name(topic: str, partition: int) -> str:
+def tp_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"  # Kafka's TopicPartition spelling
 
 
-def _merge_valid(values: list[Any]) -> Any:
+def merge_valid(values: list[Any]) -> Any:
     """Jepsen merge: False dominates, then "unknown", else True."""
     if any(v is False for v in values):
         return False

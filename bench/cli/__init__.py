@@ -11,8 +11,10 @@ from bench.run.cluster import ClusterError
 
 
 def cmd_aggregate(args) -> int:
-    """Spark aggregation of run directories (bench/analysis/aggregate.py)."""
+    """Spark aggregation of run directories (bench/analysis/aggregate/), and its summary.md
+    (bench/report/summary.py)."""
     from bench.analysis.aggregate import AggregateError, aggregate
+    from bench.report.summary import write_summary
 
     roots = args.results or ["results"]
     try:
@@ -20,6 +22,7 @@ def cmd_aggregate(args) -> int:
     except AggregateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    write_summary(res)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     moves = sum(1 for m in res.tables["moves"] if m["move_seconds"] is not None)
@@ -37,8 +40,8 @@ def cmd_aggregate(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """HTML + Markdown report from the aggregate tables (bench/analysis/report.py)."""
-    from bench.analysis.report import ReportError, build_report
+    """HTML + Markdown report from the aggregate tables (bench/report/)."""
+    from bench.report import ReportError, build_report
 
     try:
         out = build_report(args.aggregate, args.out)

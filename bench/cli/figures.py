@@ -1,4 +1,4 @@
-"""`python -m bench figures`: the README's measured figures from extracts of stored runs.
+"""`python -m bench figures`: the README's and docs' measured figures from extracts of stored runs.
 
     python -m bench figures collect SOURCE [SOURCE ...] --as NAME [--dir docs/measurements]
     python -m bench figures [--check] [--file README.md ...] [--dir docs/measurements]
@@ -7,7 +7,7 @@
 run directory, or a suite directory such as results/suite-default/<timestamp>) or from one
 pytest-benchmark JSON file. Without a subcommand every ``<!-- figures:NAME begin/end -->`` block
 of the files is rendered from its extract; ``--check`` only compares and exits 1 naming the
-blocks that differ. See bench/analysis/figures.py.
+blocks that differ. See bench/report/blocks.py.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def cmd_figures(args) -> int:
-    from bench.analysis import figures as fig
+    from bench.report import blocks as fig
 
     try:
         if args.figures_command == "collect":
@@ -24,7 +24,7 @@ def cmd_figures(args) -> int:
                               args.extra.split(",") if args.extra else None)
             print(f"wrote {out}; now `python -m bench figures` to update the blocks that quote it")
             return 0
-        files = [Path(f) for f in args.file] if args.file else fig.FILES
+        files = [Path(f) for f in args.file] if args.file else None  # README.md and docs/ pages with blocks
         stale = fig.figures(files, Path(args.dir), check=args.check)
     except fig.FiguresError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -40,12 +40,12 @@ def cmd_figures(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from bench.analysis.figures import MEASUREMENTS
+    from bench.report.blocks import MEASUREMENTS
 
     f = sub.add_parser("figures", help="render the README's figure blocks from docs/measurements/*.json "
                                        "(collect: make such an extract from stored runs)")
     f.add_argument("--check", action="store_true", help="only compare; exit 1 naming every stale block")
-    f.add_argument("--file", action="append", metavar="FILE", help="file with figure blocks (default: README.md)")
+    f.add_argument("--file", action="append", metavar="FILE", help="file with figure blocks (default: README.md and every docs/**/*.md holding one)")
     f.add_argument("--dir", default=str(MEASUREMENTS), help="where the extracts are (default: docs/measurements)")
     f.set_defaults(func=cmd_figures, figures_command=None)
     fs = f.add_subparsers(dest="figures_command")

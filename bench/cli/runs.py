@@ -211,7 +211,7 @@ def cmd_suite(args) -> int:
 
 
 def cmd_faults_doc(args) -> int:
-    from bench.analysis.faults_doc import cmd_faults_doc as regenerate
+    from bench.report.faults_doc import cmd_faults_doc as regenerate
 
     return regenerate(args)
 

@@ -90,6 +90,8 @@ class JournalMeaning:
     - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
     - `copy_start`: journal event -> the field with the bytes a new replica has to copy, where the
       leader says a copy starts later than the log's start (tiered storage).
+    - `tail_phases`: the `<name>_ms` fields (of `phase_events`) whose phase carries the move's
+      unuploaded tail: its bytes are the tail the old owner uploaded (the handover model's input).
     """
 
     move_complete: Mapping[str, str] = field(default_factory=dict)
@@ -99,6 +101,11 @@ class JournalMeaning:
     phase_objects: Mapping[str, str] = field(default_factory=dict)
     background_counters: Mapping[str, str] = field(default_factory=dict)
     copy_start: Mapping[str, str] = field(default_factory=dict)
+    tail_phases: frozenset[str] = frozenset()
+
+    def carries_tail(self, phase: str) -> bool:
+        """Whether a ``move_phase`` named ``phase`` (``<prefix>.<name>``) is one of `tail_phases`."""
+        return phase.rpartition(".")[2] + "_ms" in self.tail_phases
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ class SystemProfile:
     color: str
     backend: str  # module exporting BACKEND, loaded by every broker
     controller_extension: str | None  # module passed to the controller as --extension
-    move_model: str  # move-time model family (bench/analysis/model.py): "copy" | "tiered_copy" | "handover"
+    move_model: str  # move-time model family (a module of bench/analysis/model/): "copy" | "tiered_copy" | "handover"
     bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s
     bandwidth_label: str  # what that cap is called in reports
     single_owner: bool  # a move names exactly one target broker

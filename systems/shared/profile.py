@@ -66,6 +66,8 @@ PROFILE = SystemProfile(
         request_phase={"shared_move_elected": ("since_request_s", "request_to_elect")},
         phase_events={"shared_partition_closed": "close", "shared_partition_opened": "open"},
         phase_bytes={"force_upload_ms": "force_upload_bytes", "replay_ms": "replay_bytes"},
+        # The close's forced upload carries the tail not yet in object storage.
+        tail_phases=frozenset({"force_upload_ms"}),
         # The target's open gets every range of the data stream and rebuilds its index from them.
         phase_objects={"open_ms": "data_objects", "replay_ms": "data_objects"},
         background_counters={"shared_upload": "objstore_upload_bytes"},

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m pytest -p no:cacheprovider tests/benchmarks/test_aggregate_bench.py --benchmark-only -q
 
-Four SYNTHETIC runs (bench/analysis/synthetic.py, vectorised numpy/pyarrow, no Python loops over rows):
+Four SYNTHETIC runs (tests/support/synthetic.py, vectorised numpy/pyarrow, no Python loops over rows):
 two replication and two shared, 2,500 msgs/s for 501 s each, every acked send also read back:
 ~10.0 M rows. The Spark session (local[2], 2g) is started before timing; the timed part is one
 full `aggregate()` (all tables, models, outputs). Target: under 60 s on the 2-core dev machine.
@@ -16,8 +16,8 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from bench.analysis.aggregate import _jvm_cpu_s, aggregate, spark_session
-from bench.analysis.synthetic import SynthRun, write_run
+from bench.analysis.aggregate import aggregate, jvm_cpu_s, spark_session
+from tests.support.synthetic import SynthRun, write_run
 
 MiB = 2**20
 TARGET_S = 60.0
@@ -47,9 +47,9 @@ def test_aggregate_10m_rows(benchmark, big_results, spark, tmp_path):
     out = {}
 
     def run():
-        cpu0, t0 = _jvm_cpu_s(), time.perf_counter()
+        cpu0, t0 = jvm_cpu_s(), time.perf_counter()
         out["res"] = aggregate([root], tmp_path / "agg", spark=spark, quantiles="exact")
-        out["wall"], out["cpu"] = time.perf_counter() - t0, (_jvm_cpu_s() or 0) - (cpu0 or 0)
+        out["wall"], out["cpu"] = time.perf_counter() - t0, (jvm_cpu_s() or 0) - (cpu0 or 0)
 
     benchmark.pedantic(run, rounds=1, iterations=1)
     res = out["res"]

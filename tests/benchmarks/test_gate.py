@@ -41,7 +41,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import NewTopic
 
-from bench.analysis.figures import load_cpu_per_1000
+from bench.report.blocks import load_cpu_per_1000
 from bench.run.cluster import Cluster
 from bench.run.load import prefill
 from tests.benchmarks.runs import CLOCK, MiB, moves_of, round_robin
@@ -247,7 +247,7 @@ def test_gate_load_cpu(benchmark, gate_run, gate_set, system):
 @pytest.mark.parametrize("scale", [pytest.param(1, id="full")])
 def test_gate_aggregate(benchmark, tmp_path, scale):
     from bench.analysis import aggregate as agg
-    from bench.analysis import synthetic
+    from tests.support import synthetic
     runs = synthetic.write_sweep(tmp_path / "runs", rate=400.0 * scale, duration_s=30.0)
     rows = 0
     import pyarrow.parquet as pq

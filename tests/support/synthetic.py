@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.analysis.model import COPY_FAMILIES, HANDOVER_MODEL, TIERED_COPY_MODEL
+from bench.analysis.model import family_of
 from bench.history.store import SCHEMA, HistoryWriter
 from systems.registry import NAMES, profile
 
@@ -58,18 +58,18 @@ class SynthRun:
     with_checks: bool = True
 
     def __post_init__(self) -> None:
-        family = profile(self.system).move_model
-        if family not in (*COPY_FAMILIES, HANDOVER_MODEL):
-            raise ValueError(f"no synthetic story for the {family!r} move-model family")
+        if family_of(self.system) is None:
+            raise ValueError(f"no synthetic story for the {profile(self.system).move_model!r} move-model family")
 
     @property
     def copy(self) -> bool:
         """A copy family (the whole log, or a tiered copy's local tail)."""
-        return profile(self.system).move_model in COPY_FAMILIES
+        return family_of(self.system).copies
 
     @property
     def tiered(self) -> bool:
-        return profile(self.system).move_model == TIERED_COPY_MODEL
+        """The leader names the bytes to copy (copy_start): a tiered copy's local tail."""
+        return family_of(self.system).names_copy_start
 
     @property
     def copy_bytes(self) -> float:
@@ -291,15 +291,15 @@ def write_sweep(root: str | Path, *, sizes: tuple[int, ...] = (4 * 2**20, 16 * 2
     seed = 1
     for s in sizes:
         for system in NAMES:
-            family = profile(system).move_model
-            if family in COPY_FAMILIES:
+            family = family_of(system)
+            if family is not None and family.copies:
                 for th in throttles:
                     cfg = SynthRun(system=system, prefill_bytes=s, throttle_bytes_per_s=th,
                                    rate_msgs_per_s=rate, duration_s=duration_s, seed=seed)
                     cfg.duration_s = max(duration_s, math.ceil(cfg.move_at_s + cfg.move_seconds + 6))
                     out.append(write_run(root / f"{system}-{s}-{th}", cfg))
                     seed += 1
-            elif family == HANDOVER_MODEL:
+            elif family is not None:
                 out.append(write_run(root / f"{system}-{s}",
                                      SynthRun(system=system, prefill_bytes=s, rate_msgs_per_s=rate,
                                               duration_s=duration_s, seed=seed,

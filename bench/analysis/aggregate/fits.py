@@ -1,0 +1,211 @@
+"""The glue between the aggregate's moves and the move models (bench/analysis/model/): which moves
+a model rests on, fitting each system's model with its held-out checks, and the rebalance checks
+(the cluster simulation against measured multi-partition moves)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bench.analysis import model as mdl
+from bench.analysis import rebalance
+from bench.analysis.aggregate.discovery import StoredRun
+from systems.registry import PROFILES
+
+
+FIT_ACTIONS = ("reassign", "move_set")  # the measured moves the models rest on (not drains, scale-outs, faults)
+
+
+def model_move(m: dict[str, Any]) -> bool:
+    """A move the models may rest on: a single-partition reassign / move_set of a run without
+    workload consumers (consumers' reads share the links a move crosses, which the models do not
+    describe)."""
+    return (m.get("action") in FIT_ACTIONS and (m.get("partitions_in_action") or 1) == 1
+            and not m.get("with_consumers"))
+
+
+
+def _params_value(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+
+
+def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ()) -> list[mdl.MovePoint]:
+    """One model input per measured single-partition move of a reassign / move_set action, with
+    its run's settings (summary.json params) for grouping the held-out checks."""
+    params = {r.run_key: tuple(sorted((k, _params_value(v)) for k, v in (r.summary.get("params") or {}).items()))
+              for r in runs}
+    pts = []
+    for m in moves:
+        if (m.get("move_seconds") is None or m.get("partition_bytes") is None or not model_move(m)
+                or mdl.family_of(m["system"]) is None):
+            continue
+        bw = m.get("bandwidth_bytes_per_s")
+        pts.append(mdl.MovePoint(
+            m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
+            float(bw) if bw else None, float(m.get("ingest_bytes_per_s") or 0.0),
+            None if m.get("unuploaded_bytes") is None else float(m["unuploaded_bytes"]),
+            None if m.get("objects") is None else float(m["objects"]),
+            None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ()),
+            None if m.get("leader_change_ts") is None or m.get("request_ts") is None
+            else float(m["leader_change_ts"]) - float(m["request_ts"]),
+            None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"])))
+    return pts
+
+
+def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str) -> mdl.MoveModel:
+    """The model a system projects with: fitted on every move of the family (one configuration
+    but for the checked axis) of its best passing held-out check - a size check reaching the
+    largest held-out size first, then throttle, link, ingest (a tiered copy's bytes do not grow
+    with the size: its throttle check is the one that passes). Without a passing check, on the
+    family with the most moves of the first axis whose moves identify a model (then the
+    projection says "not validated")."""
+    mine = [p for p in pts if p.system == system]
+    if not mine:
+        raise ValueError(f"{system}: no measured single-partition moves")
+    order = list(mdl.AXES)
+
+    def families(axis: str) -> dict[tuple, list[mdl.MovePoint]]:
+        fams: dict[tuple, list[mdl.MovePoint]] = defaultdict(list)
+        for p in mine:
+            fams[mdl.family_key(p, axis)].append(p)
+        return fams
+
+    ok = [v for v in validation if v["system"] == system and v["status"] == "ok" and v["axis"] in order]
+    for v in sorted(ok, key=lambda v: (order.index(v["axis"]), -float(v["held_out"].get(v["axis"]) or 0.0))):
+        fams = families(v["axis"])
+        chosen = next((fk for fk, fp in fams.items() if v["test_runs"][0] in {p.run_key for p in fp}), None)
+        if chosen is not None:
+            return mdl.fit_model(fams[chosen], system, mine)
+    first: ValueError | None = None
+    for axis in order:
+        fams = families(axis)
+        chosen = max(fams, key=lambda fk: (len(fams[fk]), str(fk)))
+        try:
+            return mdl.fit_model(fams[chosen], system, mine)
+        except ValueError as exc:
+            first = first or exc
+    raise first  # type: ignore[misc]
+
+
+def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = ()
+               ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """-> ({"models", "notes", "validation"}, {"model_fit", "model_validation"} rows)."""
+    pts = move_points(moves, runs)
+    models: dict[str, mdl.MoveModel] = {}
+    notes: dict[str, str] = {}
+    validation: list[dict[str, Any]] = []
+    for system in PROFILES:
+        if not any(p.system == system for p in pts):
+            continue
+        mine = [p for p in pts if p.system == system]
+        validation.extend(mdl.validate(mine, system, open_points=mine))
+        try:
+            models[system] = projection_model(pts, validation, system)
+        except ValueError as exc:
+            notes[system] = str(exc)
+    return ({"models": models, "notes": notes, "validation": validation},
+            {"model_fit": [m.to_row() for m in models.values()], "model_validation": validation_rows(validation)})
+
+
+REBALANCE_MIN_MOVES = 2  # an action moving at least this many partitions is a rebalance to simulate
+REBALANCE_TARGET_PCT = 20.0
+
+
+def rebalance_checks(runs: Sequence[StoredRun], moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]
+                     ) -> list[dict[str, Any]]:
+    """The cluster simulation (bench.analysis.rebalance) against every measured multi-partition move
+    action, per configuration: the median predicted vs the median measured time to rebalance
+    (first request -> last moved partition's first ack). The models are fitted on single moves only,
+    so these runs are held out by construction."""
+    by_cfg: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    lags = ack_lags(moves, models)
+    for r in runs:
+        m = models.get(r.system)
+        if m is None or r.scenario is None:
+            continue
+        rows = [x for x in moves if x["run_key"] == r.run_key and (x["partitions_in_action"] or 0) >= REBALANCE_MIN_MOVES]
+        for aid in sorted({x["action_id"] for x in rows}):
+            rows_of = [x for x in rows if x["action_id"] == aid]
+            acts = r.scenario.actions  # action ids are the actions' indexes in the scenario
+            conc = getattr(acts[int(aid)], "concurrency", None) if aid.isdigit() and int(aid) < len(acts) else None
+            # The client's ack lag (leader change -> first ack) holds no concurrency slot: the
+            # simulator adds it once at the end, so it leaves the per-move fixed cost.
+            lag = lags.get(r.system, 0.0)
+            params = {"copies": m.kind.copies, "fixed_s": max(0.0, m.fixed_s - lag), "efficiency": m.efficiency,
+                      "open_per_object_s": m.open_per_object_s, "ack_lag_s": lag}
+            try:
+                pred = rebalance.predict_run(rows_of, params, concurrency=conc,
+                                             sources=rebalance.sources_from_summary(r.summary))
+            except (ValueError, KeyError) as exc:
+                pred = {"error": str(exc)}
+            by_cfg[(r.config_key, aid)].append({"run": r, "rows": rows_of, "pred": pred, "concurrency": conc})
+    out = []
+    for (ck, aid), items in sorted(by_cfg.items()):
+        r0 = items[0]["run"]
+        ok = [i for i in items if i["pred"].get("measured_seconds") and i["pred"].get("predicted_seconds") is not None]
+        label = (f"{r0.summary.get('scenario') or r0.config_label}: {len(items[0]['rows'])} moves, concurrency "
+                 f"{items[0]['concurrency'] or 'all'}")
+        base = {"system": r0.system, "axis": "rebalance", "held_out": {"rebalance": float(len(items[0]["rows"]))},
+                "label": label, "family": ck, "target_pct": REBALANCE_TARGET_PCT, "train_values": [],
+                "train_runs": models[r0.system].runs, "test_runs": sorted(i["run"].run_key for i in items),
+                "n_train": models[r0.system].n, "n_test": len(items), "max_abs_error_pct": None}
+        if not ok:
+            why = next((i["pred"].get("error") for i in items if i["pred"].get("error")), "no measured time to rebalance")
+            out.append({**base, "status": "insufficient", "reason": why, "error_pct": None,
+                        "measured_s": None, "predicted_s": None})
+            continue
+        meas = statistics.median(i["pred"]["measured_seconds"] for i in ok)
+        pred = statistics.median(i["pred"]["predicted_seconds"] for i in ok)
+        err = (pred - meas) / meas * 100.0 if math.isfinite(pred) else math.inf
+        good = abs(err) <= REBALANCE_TARGET_PCT
+        out.append({**base, "status": "ok" if good else "failed",
+                    "reason": None if good else f"|error| {abs(err):.1f} % > {REBALANCE_TARGET_PCT:g} %",
+                    "error_pct": err, "measured_s": meas, "predicted_s": pred,
+                    "max_abs_error_pct": max(abs(i["pred"]["error_pct"]) for i in ok
+                                             if i["pred"].get("error_pct") is not None)})
+    return out
+
+
+def ack_lags(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
+    """Per system: the median leader change -> first ack over every single-partition move the
+    models may fit on (the client's lag: its metadata refresh and, for a target it has no
+    connection to, the connect; the same for any partition size)."""
+    out = {}
+    for system in models:
+        xs = [x["first_ack_ts"] - x["leader_change_ts"] for x in moves if x["system"] == system
+              and model_move(x) and x["first_ack_ts"] is not None and x["leader_change_ts"] is not None]
+        if xs:
+            out[system] = max(0.0, statistics.median(xs))
+    return out
+
+
+def handover_seconds(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
+    """Per system: the median unavailability of a moved partition over the moves its model rests on."""
+    out = {}
+    for system, m in models.items():
+        keys = set(m.runs)
+        xs = [x["unavailable_seconds"] for x in moves if x["run_key"] in keys and x["unavailable_seconds"] is not None]
+        if xs:
+            out[system] = statistics.median(xs)
+    return out
+
+
+def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for v in validation:
+        held = v.get("held_out") or {}
+        rows.append({**{k: v.get(k) for k in ("system", "axis", "label", "family", "status", "reason", "error_pct",
+                                             "max_abs_error_pct", "target_pct", "measured_s", "predicted_s",
+                                             "n_train", "n_test")},
+                     "held_out_value": next(iter(held.values()), None),
+                     "train_values": ",".join(f"{x:g}" for x in v.get("train_values") or []),
+                     "train_runs": ",".join(v.get("train_runs") or []), "test_runs": ",".join(v.get("test_runs") or [])})
+    return rows
+
+
+__all__ = ["FIT_ACTIONS", "ack_lags", "fit_models", "handover_seconds", "model_move", "move_points",
+           "projection_model", "rebalance_checks", "validation_rows"]

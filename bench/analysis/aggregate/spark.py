@@ -1,0 +1,101 @@
+"""The local Spark session and reading histories into it. Quantiles: ``approx`` is Spark's
+``percentile_approx`` with accuracy 100000 (rank error <= n / 100000); ``exact`` (the default) is
+Spark's ``percentile`` (linear interpolation, the same definition as numpy / the checkers), several
+times slower on millions of rows."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+import pyarrow as pa
+
+from bench.analysis.aggregate.discovery import StoredRun
+from bench.history.store import SCHEMA
+
+APPROX_ACCURACY = 100_000
+QUANTILES = (0.5, 0.99, 0.999)
+
+
+@contextmanager
+def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuffle_partitions: int = 4,
+                  app_name: str = "reassign-bench-aggregate"):
+    """A Spark session configured for this machine (local, loopback only, no UI); always stopped."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    master = master or "local[*]"
+    b = (SparkSession.builder.master(master).appName(app_name)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.adaptive.enabled", "true"))
+    if master.startswith("local"):
+        b = (b.config("spark.driver.memory", driver_memory)
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1"))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def spark_schema():
+    """The history schema (bench.history.store.SCHEMA) as Spark's."""
+    from pyspark.sql import types as T
+
+    m = {pa.string(): T.StringType(), pa.float64(): T.DoubleType(), pa.int64(): T.LongType(),
+         pa.int32(): T.IntegerType()}
+    return T.StructType([T.StructField(f.name, m[f.type], True) for f in SCHEMA])
+
+
+def read_histories(spark, runs: Sequence[StoredRun]):
+    """All histories as one DataFrame with an int ``run_idx`` column (no data leaves Spark)."""
+    from pyspark.sql import functions as F
+
+    schema = spark_schema()
+    frames = [spark.read.schema(schema).parquet(*[str(f) for f in r.history_files])
+              .withColumn("run_idx", F.lit(r.idx).cast("int")) for r in runs]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    return df
+
+
+def quantiles(col, mode: str, accuracy: int):
+    """The QUANTILES of a column, exact or approximate (module doc)."""
+    from pyspark.sql import functions as F
+
+    qs = F.array(*[F.lit(q) for q in QUANTILES])
+    if mode == "exact":
+        return F.percentile(col, qs)
+    return F.percentile_approx(col, qs, accuracy)
+
+
+
+def jvm_cpu_s() -> float | None:
+    """CPU seconds used so far by this process's children (the local Spark JVM): a figure that
+    holds up better than wall time on a shared machine."""
+    try:
+        import psutil
+
+        return sum(sum(c.cpu_times()[:2]) for c in psutil.Process().children(recursive=True))
+    except Exception:  # noqa: BLE001 - diagnostics only
+        return None
+
+
+def cpu_mark(timings: dict[str, float], stage: str) -> None:
+    """Record the JVM CPU seconds since the last mark as ``<stage>_jvm_cpu_s``."""
+    now = jvm_cpu_s()
+    if now is None:
+        return
+    last = timings.pop("_cpu_last", timings.get("_cpu_start", now))
+    timings[f"{stage}_jvm_cpu_s"] = now - last
+    timings["_cpu_last"] = now
+
+
+__all__ = ["APPROX_ACCURACY", "QUANTILES", "cpu_mark", "jvm_cpu_s", "quantiles", "read_histories", "spark_session"]

@@ -1,0 +1,322 @@
+"""The move-model vocabulary every family shares: a measured move (:class:`MovePoint`), a fitted
+model (:class:`MoveModel`), the validation axes, and the :class:`MoveFamily` protocol with its
+registry. The physics of each family is its own module (copy.py, tiered_copy.py, handover.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from systems.registry import PROFILES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
+SIZE_SPAN = 8.0  # the sizes a size check fits on span at least this factor (bytes at the request)
+MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2}  # distinct smaller values to fit on
+FLAT_SPREAD = 0.05  # relative spread of a regressor below which its slope is not identifiable
+
+# Validation axes: the run settings (summary.json ``params``) that define each, left out of the
+# family key when checking that axis.
+AXES: dict[str, tuple[str, ...]] = {
+    "size": ("prefill_bytes_per_partition",),
+    "throttle": ("replication_throttle_bytes_per_s", "replication_throttle_of_link",
+                 "objstore_bandwidth_bytes_per_s"),
+    "link": ("link_rate", "replication_throttle_bytes_per_s"),  # a throttle set as a share of the link moves with it
+    "ingest": ("produce_rate_msgs_per_s",),
+}
+# Settings that never define a family: how long the load ran, and matrix labels (dotted keys,
+# whose resolved values are in params under their own names).
+NOT_FAMILY = ("duration_s",)
+
+
+
+@dataclass(frozen=True)
+class MovePoint:
+    """One measured single-partition move, with its inputs at the request."""
+
+    system: str
+    run_key: str
+    move_seconds: float
+    partition_bytes: float  # B: bytes in the partition at the request
+    cap_bytes_per_s: float | None  # T (copy) / L (handover): the run's cap on the move's bytes/s
+    ingest_bytes_per_s: float = 0.0  # r: written into the partition during the move
+    tail_bytes: float | None = None  # handover: unuploaded bytes at the request
+    objects: float | None = None  # handover: stream objects the new owner opened
+    open_seconds: float | None = None  # handover: the measured open phases
+    params: tuple[tuple[str, Any], ...] = ()  # the run's settings (summary.json params), sorted
+    elect_seconds: float | None = None  # request -> leader change on the new owner (the cluster's part)
+    # tiered copy: the bytes the leader told the new replica to copy at the request (None: it
+    # copied the whole log, partition_bytes)
+    copy_bytes: float | None = None
+
+    def setting(self, name: str) -> Any:
+        return dict(self.params).get(name)
+
+
+
+def axis_value(p: MovePoint, axis: str) -> float | None:
+    """The nominal value of a validation axis for a move (None: the run does not set it)."""
+    s = dict(p.params)
+    if axis == "size":
+        v = s.get("prefill_bytes_per_partition")
+    elif axis == "throttle":
+        prof = PROFILES.get(p.system)
+        v = s.get(prof.bandwidth_param) if prof is not None and prof.bandwidth_param else None
+    elif axis == "link":
+        from bench.units import rate_bits
+        v = rate_bits(s["link_rate"]) if s.get("link_rate") else None
+    elif axis == "ingest":
+        rate, size, parts = s.get("produce_rate_msgs_per_s"), s.get("message_bytes"), s.get("partitions") or 1
+        v = float(rate) * float(size) / float(parts) if rate and size else None
+    else:
+        raise ValueError(f"unknown axis {axis!r}")
+    return float(v) if v is not None else None
+
+
+def family_key(p: MovePoint, axis: str) -> tuple:
+    """Every setting of the move's run except the axis' own and those that never define a family."""
+    skip = set(AXES[axis]) | set(NOT_FAMILY)
+    return (p.system,) + tuple((k, v) for k, v in p.params if k not in skip and "." not in k)
+
+
+@dataclass
+class LinearFit:
+    """``y = intercept + slope * x`` by OLS. Standard errors need n >= 3 (None otherwise)."""
+
+    intercept: float
+    slope: float
+    intercept_se: float | None
+    slope_se: float | None
+    cov: list[list[float]] | None  # covariance of (intercept, slope)
+    r2: float | None
+    rmse: float
+    n: int
+
+
+def fit_linear(x: Any, y: Any) -> LinearFit:
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = int(x.size)
+    if n < 2 or np.ptp(x) == 0:
+        raise ValueError("need at least two distinct x values to fit a line")
+    X = np.column_stack([np.ones(n), x])
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ beta
+    sse = float(resid @ resid)
+    sst = float(((y - y.mean()) ** 2).sum())
+    r2 = None if sst == 0 else 1.0 - sse / sst
+    cov = se_a = se_b = None
+    if n >= 3:
+        s2 = sse / (n - 2)
+        c = s2 * np.linalg.inv(X.T @ X)
+        cov = c.tolist()
+        se_a, se_b = float(math.sqrt(max(c[0, 0], 0.0))), float(math.sqrt(max(c[1, 1], 0.0)))
+    return LinearFit(float(beta[0]), float(beta[1]), se_a, se_b, cov, r2, math.sqrt(sse / n), n)
+
+
+@dataclass
+class MoveModel:
+    """A fitted model of one system (its family's module gives the formula)."""
+
+    system: str
+    family: str
+    fixed_s: float  # c
+    fixed_se: float | None
+    efficiency: float  # copy families: e, the share of the throttle/link achieved; handover: u, of the upload cap
+    efficiency_se: float | None
+    efficiency_fitted: bool  # False: held at 1 (the regressor barely varied)
+    open_fixed_s: float | None = None  # handover: open(n) = open_fixed_s + open_per_object_s * n
+    open_per_object_s: float = 0.0
+    open_per_object_se: float | None = None
+    open_objects_max: float | None = None  # the most objects an open was measured with
+    open_n: int = 0
+    r2: float | None = None
+    rmse_s: float = 0.0
+    n: int = 0
+    runs: list[str] = field(default_factory=list)
+    cov: list[list[float]] | None = None  # of (fixed_s, efficiency) when fitted
+    assumptions: list[str] = field(default_factory=list)
+
+    def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
+                tail_bytes: float | None = None, objects: float | None = None) -> float:
+        return self.predict_with_se(partition_bytes, cap_bytes_per_s, ingest_bytes_per_s, tail_bytes, objects)[0]
+
+    def predict_with_se(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
+                        tail_bytes: float | None = None, objects: float | None = None) -> tuple[float, float | None]:
+        """(move_seconds, standard error of the mean prediction or None); inf when a copy never
+        catches up with its ingest. Copy families: ``partition_bytes`` is B, the bytes to copy
+        (a tiered copy's local tail: its family's ``bytes_of``)."""
+        if not cap_bytes_per_s or cap_bytes_per_s <= 0:
+            raise ValueError(f"{self.system}: a move's cap (bytes/s) is needed to predict its time")
+        t, grad = self.kind.predict(self, partition_bytes, cap_bytes_per_s, ingest_bytes_per_s, tail_bytes, objects)
+        if grad is None:
+            return t, None
+        if self.cov is not None:
+            var = float(grad @ np.asarray(self.cov) @ grad)
+            return float(t), math.sqrt(max(var, 0.0))
+        return float(t), self.fixed_se
+
+    def bytes_moved(self, partition_bytes: float, seconds: float, ingest_bytes_per_s: float = 0.0,
+                    tail_bytes: float | None = None) -> float:
+        """The bytes the move carries (its family's :meth:`MoveFamily.bytes_moved`)."""
+        return self.kind.bytes_moved(self, partition_bytes, seconds, ingest_bytes_per_s, tail_bytes)
+
+    @property
+    def kind(self) -> MoveFamily:
+        """The family object of :attr:`family`."""
+        return family_named(self.family)
+
+    def formula(self) -> str:
+        return self.kind.formula(self)
+
+    def to_row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("cov")
+        d["runs"] = ",".join(self.runs)
+        d["assumptions"] = " ".join(self.assumptions)
+        d["formula"] = self.formula()
+        return d
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MoveModel:
+        kw = {k: row.get(k) for k in cls.__dataclass_fields__ if k not in ("runs", "assumptions", "cov")}
+        kw["runs"] = [r for r in (row.get("runs") or "").split(",") if r]
+        kw["assumptions"] = [row["assumptions"]] if row.get("assumptions") else []
+        kw["open_per_object_s"] = float(row.get("open_per_object_s") or 0.0)
+        kw["efficiency_fitted"] = bool(row.get("efficiency_fitted"))
+        return cls(**kw)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def usable(points: Iterable[MovePoint], system: str) -> list[MovePoint]:
+    """The system's moves a fit may use: a positive, finite move_seconds and a known cap."""
+    return [p for p in points if p.system == system and p.move_seconds is not None and math.isfinite(p.move_seconds)
+            and p.move_seconds > 0 and p.cap_bytes_per_s]
+
+
+def cluster_part(pts: list[MovePoint], after_elect: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, float, float | None, list[str]]:
+    """What the fit regresses: the cluster's part of each move (request -> leader change) when
+    every move has it, plus the client's ack lag (leader change -> first ack: a metadata refresh
+    and maybe a connect, noise the bytes do not explain) as its median, added to the fixed cost.
+    ``after_elect``: modelled seconds inside that window (the new owner's open) taken out of the
+    lag first. Without leader changes: the whole move_seconds, no lag. -> (y, lag, its se, notes)."""
+    t = np.array([p.move_seconds for p in pts], dtype=float)
+    if all(p.elect_seconds is not None and 0 < p.elect_seconds <= p.move_seconds for p in pts):
+        e = np.array([p.elect_seconds for p in pts], dtype=float)
+        lags = t - e - (after_elect if after_elect is not None else 0.0)
+        lag = float(np.median(lags))
+        se = float(1.2533 * lags.std(ddof=1) / math.sqrt(lags.size)) if lags.size >= 2 else None
+        return e, lag, se, [f"Fitted on request -> leader change; the client's ack lag after it (median "
+                            f"{lag:.3g} s over {lags.size} moves) is part of c."]
+    return t, 0.0, None, []
+
+
+
+def plus_se(a: float | None, b: float | None) -> float | None:
+    """Two independent standard errors added (None: the first is unknown)."""
+    return None if a is None else math.sqrt(a * a + (b or 0.0) ** 2)
+
+
+def fmt_count(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "never" if s == math.inf else "n/a"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# Families
+
+
+class MoveFamily(Protocol):
+    """One move physics (a profile's ``move_model`` names it): how such a move is fitted, predicted
+    and projected, and how it is described. A new physics is one module implementing this and
+    calling :func:`register`."""
+
+    name: str  # the profile's move_model
+    target_pct: float  # the held-out |error| a validation must stay within
+    copies: bool  # bytes cross between brokers (the new owner fetches them: a throttled copy)
+    names_copy_start: bool  # the leader names the bytes a new replica copies (copy_start)
+    opens_objects: bool  # the new owner opens stream objects; the move's tail is its object-store bytes
+    # The held-out axes a projection needs, one passing check of each group.
+    required_axes: tuple[tuple[str, ...], ...]
+    more_runs: str | None  # what to run when a required check (other than size) is missing
+
+    def bytes_of(self, p: MovePoint) -> float:
+        """The bytes the move had to carry at the request (what a size check spans)."""
+
+    def fit(self, system: str, pts: list[MovePoint], open_pts: list[MovePoint]) -> MoveModel:
+        """A model from the usable points; ValueError when they do not identify it."""
+
+    def predict(self, m: MoveModel, b: float, cap: float, ingest: float, tail: float | None,
+                objects: float | None) -> tuple[float, np.ndarray | None]:
+        """(move_seconds, its gradient in (fixed_s, efficiency); None: no standard error)."""
+
+    def bytes_moved(self, m: MoveModel, b: float, seconds: float, ingest: float, tail: float | None) -> float:
+        """The bytes a move of ``seconds`` carries."""
+
+    def formula(self, m: MoveModel) -> str:
+        """The fitted formula in words."""
+
+    def curve(self, m: MoveModel, xs: list[float], moves: list[dict[str, Any]], cap: float
+              ) -> tuple[list[float], str]:
+        """The model's line over partition sizes ``xs`` at the measured moves' median inputs (the
+        report's move-time figure) and what its label adds."""
+
+    def grid(self, spark: Any, base: DataFrame, m: MoveModel) -> DataFrame:
+        """The projection grid's rows of this family (bench/analysis/projection.py)."""
+
+    def partition_case(self, m: MoveModel, link: float, size: float, label: str, ingest: float
+                       ) -> tuple[float, float | None, float | None, str, str | None]:
+        """One partition of ``size`` ingesting ``ingest`` moved over a ``link`` (bytes/s):
+        (seconds, se, bytes moved, basis, why it may not be projected or None)."""
+
+    def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
+        """A simulated cluster's move of a partition: (bytes to carry, extra fixed seconds)."""
+
+    def cluster_caps(self, link: float) -> dict[str, Any]:
+        """A simulated cluster's settings of this family: rf, throttle_share,
+        upload_threshold_bytes and the share of the link a move may use."""
+
+
+FAMILIES: dict[str, MoveFamily] = {}  # name -> family (the family modules register themselves)
+
+
+def register(f: MoveFamily) -> MoveFamily:
+    FAMILIES[f.name] = f
+    return f
+
+
+def family_named(name: str) -> MoveFamily:
+    if name not in FAMILIES:
+        raise ValueError(f"unknown move-model family {name!r} ({', '.join(FAMILIES)})")
+    return FAMILIES[name]
+
+
+def family_of(system: str) -> MoveFamily | None:
+    """The move-model family of a system: None for a system no profile describes, or whose
+    profile names no family (an external cluster), or one no module implements."""
+    p = PROFILES.get(system)
+    return FAMILIES.get(p.move_model) if p is not None and p.move_model else None

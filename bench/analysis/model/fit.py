@@ -1,0 +1,166 @@
+"""Fitting a system's move model and its held-out validation.
+
+Held-out validation (:func:`validate`): moves are grouped into *families* (one system, every run
+setting equal except the axis being checked) and by the axis' nominal value (the scenario's
+setting, so repetitions of one size never straddle the split). For each value with enough smaller
+values below it (size: at least 3 sizes spanning at least 8x in bytes at the request; throttle,
+link, ingest: at least 2) the model is fitted on the smaller values only and predicts the held-out
+moves from their inputs at the request. ``error_pct`` = (predicted - measured) / measured of the
+median move; ``status`` ok / failed against the move family's target (its ``target_pct``), or
+insufficient with the reason. The size check's span is that of the bytes each move had to carry
+(its family's ``bytes_of``): a tiered copy's bytes barely grow with the partition (only the local
+tail moves), so its size check is "insufficient" unless the tail itself varies, and its throttle
+check is the one that identifies the bytes' rate.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from bench.analysis.model.base import (
+    MIN_TRAIN, SIZE_SPAN, MoveModel, MovePoint, axis_value, family_key, family_of, usable,
+)
+from bench.units import format_bytes
+from systems.registry import PROFILES
+
+
+def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[MovePoint] | None = None) -> MoveModel:
+    """Fit one system's model on its points (others ignored). ``open_points``: the moves whose open
+    phases fit the per-object open cost (handover; default: ``points``). Raises ValueError when
+    the points cannot identify the model."""
+    fam = family_of(system)
+    if fam is None:
+        p = PROFILES.get(system)
+        raise ValueError(f"{system}: no move-time model for the {p.move_model if p is not None else None!r} family")
+    pts = usable(points, system)
+    if len(pts) < 2:
+        raise ValueError(f"{system}: {len(pts)} measured move(s) with a known cap; need at least 2")
+    return fam.fit(system, pts, usable(open_points if open_points is not None else points, system))
+
+
+
+def predict_point(m: MoveModel, p: MovePoint) -> float:
+    """A model's prediction of one measured move from its inputs at the request."""
+    return m.predict(m.kind.bytes_of(p), p.cap_bytes_per_s, p.ingest_bytes_per_s, p.tail_bytes, p.objects)
+
+
+def _axis_label(axis: str, v: float) -> str:
+    if axis == "size":
+        return format_bytes(v)
+    if axis == "link":
+        return f"{v / 1e6:g} Mbit/s"
+    return f"{v / 1e6:.3g} MB/s"
+
+
+def validate(points: Sequence[MovePoint], system: str, axes: Sequence[str] = ("size", "throttle", "link", "ingest"),
+             open_points: Sequence[MovePoint] | None = None) -> list[dict[str, Any]]:
+    """Held-out checks of one system's model on every axis its moves vary (module docstring).
+
+    One entry per (axis, family, held-out value): ``{system, axis, held_out: {axis: value}, label,
+    family, status, reason, error_pct, max_abs_error_pct, target_pct, measured_s, predicted_s,
+    train_values, train_runs, test_runs, n_train, n_test, fit}``. A system whose moves support no
+    size check gets one ``insufficient`` size entry saying why.
+    """
+    fam = family_of(system)
+    target = fam.target_pct if fam is not None else None
+    pts = usable(points, system)
+    out: list[dict[str, Any]] = []
+    for axis in axes:
+        fams: dict[tuple, list[MovePoint]] = defaultdict(list)
+        for p in pts:
+            if axis_value(p, axis) is not None:
+                fams[family_key(p, axis)].append(p)
+        for fk, fpts in sorted(fams.items(), key=lambda kv: str(kv[0])):
+            by_val: dict[float, list[MovePoint]] = defaultdict(list)
+            for p in fpts:
+                by_val[axis_value(p, axis)].append(p)
+            values = sorted(by_val)
+            if len(values) < 2:
+                continue
+            # Every value with enough smaller ones is held out in turn (walk-forward); a family
+            # with none says why its largest value could not be checked.
+            checks = [_check(system, axis, fk, by_val, held, target, open_points) for held in values[1:]]
+            done = [c for c in checks if c["status"] != "insufficient"]
+            out.extend(done or checks[-1:])
+    if not any(e["axis"] == "size" for e in out):
+        sizes = sorted({axis_value(p, "size") for p in pts if axis_value(p, "size") is not None})
+        out.append({"system": system, "axis": "size", "held_out": {}, "label": None, "family": None,
+                    "status": "insufficient", "target_pct": target, "error_pct": None,
+                    "reason": (f"{len(sizes)} partition size(s) measured in one configuration; a size check needs "
+                               f"{MIN_TRAIN['size'] + 1}: {MIN_TRAIN['size']} to fit on (spanning {SIZE_SPAN:g}x) "
+                               "and a larger one to predict")})
+    return out
+
+
+def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint]], held: float,
+           target: float | None, open_points: Sequence[MovePoint] | None) -> dict[str, Any]:
+    train_vals = [v for v in sorted(by_val) if v < held]
+    train = [p for v in train_vals for p in by_val[v]]
+    test = by_val[held]
+    base: dict[str, Any] = {
+        "system": system, "axis": axis, "held_out": {axis: held}, "label": _axis_label(axis, held) + _context(test[0], axis),
+        "family": _family_label(fk), "target_pct": target, "train_values": train_vals,
+        "train_runs": sorted({p.run_key for p in train}), "test_runs": sorted({p.run_key for p in test}),
+        "n_train": len(train), "n_test": len(test), "error_pct": None, "max_abs_error_pct": None,
+        "measured_s": None, "predicted_s": None, "fit": None,
+    }
+    if len(train_vals) < MIN_TRAIN[axis]:
+        return {**base, "status": "insufficient",
+                "reason": f"{len(train_vals)} smaller {axis} value(s) to fit on; need {MIN_TRAIN[axis]}"}
+    if axis == "size":
+        # the regressor's span: the bytes each move copied (a copy's whole partition, a tiered
+        # copy's local tail, a handover's partition for its open)
+        fam = family_of(system)
+        size_of = fam.bytes_of if fam is not None else (lambda p: p.partition_bytes)
+        meds = [statistics.median(size_of(p) for p in by_val[v]) for v in train_vals]
+        span = max(meds) / min(meds) if min(meds) > 0 else math.inf
+        base["train_span"] = span
+        if span < SIZE_SPAN:
+            tail = ""
+            parts = [statistics.median(p.partition_bytes for p in by_val[v]) for v in train_vals]
+            if any(abs(m - q) > 0.01 * q for m, q in zip(meds, parts)):
+                tail = (f" (the moves copied {format_bytes(min(meds))}-{format_bytes(max(meds))} of partitions of "
+                        f"{format_bytes(min(parts))}-{format_bytes(max(parts))}: only the part not in object "
+                        "storage is copied, so the partition size does not set the copy; the throttle axis can)")
+            return {**base, "status": "insufficient",
+                    "reason": f"the smaller sizes span {span:.1f}x in bytes to copy at the request; need "
+                              f"{SIZE_SPAN:g}x{tail}"}
+    test_runs = {p.run_key for p in test}  # the held-out moves' own opens never enter the open-cost fit
+    opens = [p for p in (open_points if open_points is not None else train) if p.run_key not in test_runs]
+    try:
+        m = fit_model(train, system, opens)
+    except ValueError as exc:
+        return {**base, "status": "insufficient", "reason": str(exc)}
+    errs, preds = [], []
+    for p in test:
+        pred = predict_point(m, p)
+        preds.append(pred)
+        errs.append((pred - p.move_seconds) / p.move_seconds * 100.0)
+    measured = statistics.median(p.move_seconds for p in test)
+    predicted = statistics.median(preds)
+    err = (predicted - measured) / measured * 100.0 if math.isfinite(predicted) else math.inf
+    ok = target is not None and abs(err) <= target
+    return {**base, "status": "ok" if ok else "failed",
+            "reason": None if ok else f"|error| {abs(err):.1f} % > {target:g} %",
+            "error_pct": err, "max_abs_error_pct": max(abs(e) for e in errs),
+            "measured_s": measured, "predicted_s": predicted, "fit": m.to_row()}
+
+
+def _context(p: MovePoint, axis: str) -> str:
+    """The family's other throttle / ingest setting, to tell checks of one axis apart."""
+    other = [(a, axis_value(p, a)) for a in ("throttle", "ingest") if a != axis]
+    shown = [f"{a} {_axis_label(a, v)}" for a, v in other if v is not None]
+    return f" (at {', '.join(shown)})" if shown and axis != "size" else ""
+
+
+def _family_label(fk: tuple) -> str:
+    s = dict(fk[1:])
+    keep = ("brokers", "replication_factor", "link_rate", "replication_throttle_bytes_per_s", "produce_rate_msgs_per_s",
+            "prefill_bytes_per_partition", "wal_upload_threshold_bytes", "segment_bytes", "local_retention_bytes",
+            "follower_fetch_last_tiered_offset")
+    return ", ".join(f"{k}={s[k]}" for k in keep if s.get(k) is not None)
+

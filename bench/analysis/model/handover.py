@@ -1,0 +1,189 @@
+"""The **handover** family (shared storage): the old owner uploads its unuploaded tail, the new one
+opens the partition. ``t = c + tail / (u*L) + b*n``: ``tail`` = bytes not yet in object storage
+at the request, ``L`` = the run's upload cap (the broker's or the object store's emulated link, or
+the object-store cap), ``u`` = the share of ``L`` achieved, ``n`` = stream objects the new owner
+opens and ``b`` the measured cost per object (``open.*`` phases against their ``objects``: a
+separate least-squares fit over every measured open, :func:`fit_open`). In a projection the tail
+is what a partition writes between uploads: ``min(threshold, r * interval)`` (:func:`tail_bytes`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.analysis.model.base import (
+    FLAT_SPREAD, MoveModel, MovePoint, cluster_part, fit_linear, fmt_count, plus_se, register,
+)
+from bench.units import format_bytes
+
+MiB = 2**20
+UPLOAD_THRESHOLDS = (64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1024 * MiB)
+UPLOAD_INTERVAL_S = 10.0  # the shared system's wal.upload.interval.ms default
+# Stream objects of a projected shared partition: one per s3.upload.part.bytes uploaded (this
+# implementation never merges objects). At TB scale its default 8 MiB gives ~1 M objects for
+# 8.2 TB, beyond what one open RPC carries (MAX_FRAME 64 MiB, ~190 bytes a range: ~350,000);
+# an operator sets larger parts, so the projection takes 64 MiB. The open cost depends on the
+# objects, not their size (docs/measurements/shared-open.md).
+OBJECT_BYTES = 64 * MiB
+OPEN_EXTRAPOLATION = 10.0  # project the per-object open cost at most this far beyond the most objects measured
+ARTICLE_THRESHOLD = 512 * MiB  # AutoMQ's reassignment template: s3.wal.upload.threshold=512MiB
+
+
+def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | None, float | None, int, list[str]]:
+    """open(n) = a + b*n from the measured open phases: (a, b, b's se, max n, count, notes)."""
+    op = [p for p in points if p.open_seconds is not None and p.objects is not None]
+    if not op:
+        return None, 0.0, None, None, 0, ["No open phase with an object count was measured: the per-object open "
+                                           "cost is taken as 0 (it stays inside the fixed cost)."]
+    n = np.array([p.objects for p in op], dtype=float)
+    s = np.array([p.open_seconds for p in op], dtype=float)
+    if len(op) < 3 or np.ptp(n) < FLAT_SPREAD * max(float(n.max()), 1.0):
+        return (float(s.mean()), 0.0, None, float(n.max()), len(op),
+                [f"Opens were measured at {fmt_count(n.min())}-{fmt_count(n.max())} objects only: the per-object "
+                 "cost is not identified and taken as 0."])
+    f = fit_linear(n, s)
+    notes = [f"open(n) = {f.intercept * 1000:.3g} ms + {f.slope * 1000:.3g} ms x n, fitted on {len(op)} measured "
+             f"opens of {fmt_count(n.min())}-{fmt_count(n.max())} objects."]
+    b = f.slope
+    if b < 0:
+        notes.append("The fitted per-object cost was negative; taken as 0.")
+        b = 0.0
+    return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
+
+
+def tail_bytes(ingest_bytes_per_s: float, upload_threshold_bytes: float, upload_interval_s: float) -> float:
+    """The most a partition can hold unuploaded: what it writes until the next upload, which comes
+    when the broker's WAL passes the threshold or the interval elapses (one hot partition per
+    broker; a move right before an upload meets the whole of it)."""
+    return float(min(upload_threshold_bytes, ingest_bytes_per_s * upload_interval_s))
+
+
+# --------------------------------------------------------------------------------------------
+# Held-out validation
+
+
+class HandoverFamily:
+    name = "handover"
+    target_pct = 30.0
+    copies = False
+    names_copy_start = False
+    opens_objects = True
+    required_axes: tuple[tuple[str, ...], ...] = (("size",),)
+    more_runs: str | None = None
+
+    def bytes_of(self, p: MovePoint) -> float:
+        """The partition (what its open walks): a handover copies no log."""
+        return p.partition_bytes
+
+    def fit(self, system: str, pts: list[MovePoint], open_pts: list[MovePoint]) -> MoveModel:
+        pts = [p for p in pts if p.tail_bytes is not None]
+        if len(pts) < 2:
+            raise ValueError(f"{system}: {len(pts)} move(s) with a measured tail; need at least 2")
+        a, b, b_se, nmax, n_open, notes = fit_open(open_pts)
+        L = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
+        x = np.array([p.tail_bytes for p in pts], dtype=float) / L
+        opens = np.array([b * float(p.objects or 0) for p in pts], dtype=float)
+        part, lag, lag_se, lag_notes = cluster_part(pts, opens)  # the new owner opens after its election
+        y = part if lag_notes else part - opens
+        runs = sorted({p.run_key for p in pts})
+        assumptions = ["L = the lowest of the run's object-store cap and the emulated links the upload crosses; "
+                       "tail = the bytes the old owner uploaded at the close (measured)."] + notes + lag_notes
+        if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
+            f = fit_linear(x, y)
+            if f.slope > 0:
+                u = 1.0 / f.slope
+                cov = None
+                if f.cov is not None:  # d(u)/d(slope) = -u^2: the covariance of (c, u)
+                    c = np.asarray(f.cov)
+                    g = np.diag([1.0, -u * u])
+                    cov = (g @ c @ g.T).tolist()
+                    cov[0][0] += (lag_se or 0.0) ** 2
+                return MoveModel(system, self.name, f.intercept + lag, plus_se(f.intercept_se, lag_se), u,
+                                 None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
+                                 f.r2, f.rmse, f.n, runs, cov, assumptions)
+            assumptions.append(f"The fitted upload slope was not positive ({f.slope:.3g}); u is held at 1.")
+        else:
+            assumptions.append("The tails barely vary across the moves: u is held at 1 (the tail leaves at the full "
+                               "cap) and only the fixed cost is fitted.")
+        resid = y - x
+        c = float(resid.mean())
+        se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
+        return MoveModel(system, self.name, c + lag, plus_se(se, lag_se), 1.0, None, False, a, b, b_se, nmax, n_open, None,
+                         float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None, assumptions)
+
+    def predict(self, m: MoveModel, b: float, cap: float, ingest: float, tail: float | None,
+                objects: float | None) -> tuple[float, np.ndarray | None]:
+        tail = float(tail or 0.0)
+        t = m.fixed_s + tail / (m.efficiency * cap) + m.open_per_object_s * float(objects or 0)
+        return t, np.array([1.0, -tail / (m.efficiency**2 * cap)])
+
+    def bytes_moved(self, m: MoveModel, b: float, seconds: float, ingest: float, tail: float | None) -> float:
+        """The tail."""
+        return float(tail or 0.0)
+
+    def formula(self, m: MoveModel) -> str:
+        return (f"t = {m.fixed_s:.3g} s + tail / ({m.efficiency:.3g} x L) + "
+                f"{m.open_per_object_s * 1000:.3g} ms x objects")
+
+    def curve(self, m: MoveModel, xs: list[float], moves: list[dict[str, Any]], cap: float
+              ) -> tuple[list[float], str]:
+        """At the moves' median ingest, tail and objects (which do not grow with the size)."""
+        def med(k: str) -> float:
+            return statistics.median([float(x[k] or 0.0) for x in moves])
+
+        ys = [m.predict(x, cap, med("ingest_bytes_per_s"), med("unuploaded_bytes"), med("objects")) for x in xs]
+        return ys, f", tail {format_bytes(med('unuploaded_bytes'))}"
+
+    def grid(self, spark: Any, base: Any, m: MoveModel) -> Any:
+        from pyspark.sql import functions as F
+
+        thr = spark.createDataFrame([(float(t), f"upload threshold {format_bytes(t)}") for t in UPLOAD_THRESHOLDS],
+                                    "upload_threshold_bytes double, policy string")
+        tail = F.least(F.col("upload_threshold_bytes"), F.col("ingest_bytes_per_s") * F.lit(UPLOAD_INTERVAL_S))
+        objects = F.ceil(F.col("partition_bytes") / F.lit(float(OBJECT_BYTES))).cast("double")
+        df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
+              .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s"))
+              .withColumn("tail_bytes", tail).withColumn("objects", objects)
+              .withColumn("copy_bytes", F.lit(None).cast("double"))
+              .withColumn("move_seconds", F.lit(m.fixed_s) + F.col("tail_bytes") / (F.lit(m.efficiency)
+                                                                                   * F.col("cap_bytes_per_s"))
+                          + F.lit(m.open_per_object_s) * F.col("objects"))
+              .withColumn("bytes_moved", F.col("tail_bytes")))
+        # beyond the measured opens the open cost is not projected
+        return df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
+            float((m.open_objects_max or 0) * OPEN_EXTRAPOLATION)), F.col("move_seconds")))
+
+    def partition_case(self, m: MoveModel, link: float, size: float, label: str, ingest: float
+                       ) -> tuple[float, float | None, float | None, str, str | None]:
+        tail = tail_bytes(ingest, ARTICLE_THRESHOLD, UPLOAD_INTERVAL_S)
+        n = math.ceil(size / OBJECT_BYTES)
+        t, se = m.predict_with_se(size, link, 0.0, tail, n)
+        limit = (m.open_objects_max or 0) * OPEN_EXTRAPOLATION
+        why = None
+        if n > limit:  # the open cost of that many objects was never measured (nor its per-object part)
+            why = (f"opening {n:,} objects is beyond {OPEN_EXTRAPOLATION:g}x the "
+                   f"{fmt_count(m.open_objects_max or 0)} measured (large opens: "
+                   "`python -m bench run sweep-shared`)")
+        measured = (f"open cost measured up to {fmt_count(m.open_objects_max)} objects"
+                    if m.open_objects_max else "open cost per object not measured")
+        basis = (f"{m.formula()}; tail = min({format_bytes(ARTICLE_THRESHOLD)} upload threshold, r x "
+                 f"{UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(tail)}, L = {link / 1e6:,.0f} MB/s, "
+                 f"objects = {n:,} of {format_bytes(OBJECT_BYTES)} ({measured})")
+        return t, se, tail, basis, why
+
+    def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
+        """The tail the old owner uploads; opening the partition walks its objects (the per-object
+        cost by its size)."""
+        tail = min(cfg["upload_threshold_bytes"] or 0.0, ingest * UPLOAD_INTERVAL_S)
+        return tail, cfg["open_per_object_s"] * math.ceil(partition_bytes / OBJECT_BYTES)
+
+    def cluster_caps(self, link: float) -> dict[str, Any]:
+        return {"rf": 1, "throttle_share": None, "upload_threshold_bytes": float(ARTICLE_THRESHOLD), "cap_share": 1.0}
+
+
+HANDOVER = register(HandoverFamily())

@@ -1,0 +1,491 @@
+"""The README's and docs' measured figures (figure blocks), reproduced from small extracts of
+stored runs.
+
+    python -m bench figures collect SOURCE [SOURCE ...] --as NAME   # -> docs/measurements/NAME.json
+    python -m bench figures                                         # rewrite every figure block
+    python -m bench figures --check                                 # exit 1 naming every stale block
+
+An extract is a small JSON file kept in the repository, made from one of three sources:
+
+- **runs**: run summaries (``summary.json``) under SOURCE (a results root, a scenario's run
+  directory, or a suite directory whose ``suite.json`` lists its runs). Per configuration
+  (``config_id``, or the run id of a summary written before repetitions existed) the extract
+  keeps the run ids, each run's provenance and only the metrics the README quotes, and pools
+  the repetitions into median, min, max and n.
+- **model**: an aggregate's ``model.json`` (``results/aggregate/model.json``): the fitted models,
+  every held-out check (its runs on both sides) and the headline; rendered as the checks and
+  the headline with their validation errors.
+- **crosscheck**: a ``bench crosscheck`` directory's ``crosscheck.json``: per scenario, system and
+  configuration the built-in and the external (protocol-only) medians and whether they agree,
+  with the provenance of the runs under that directory.
+- **benchmark**: a pytest-benchmark JSON file (``--benchmark-json`` or a saved baseline in
+  ``.benchmarks/``): its commit_info, machine, and per benchmark the median, min, max, rounds
+  and its scalar extra_info.
+
+README.md and the pages under docs/ (:func:`block_files`) hold one block per extract between
+``<!-- figures:NAME begin -->`` and ``<!-- figures:NAME end -->``; rendering replaces what is between the markers with what the
+extract says and nothing else, so a figure in a block always has a stored run behind it.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from bench.check.safety import verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASUREMENTS = ROOT / "docs" / "measurements"
+BLOCK = re.compile(r"(<!-- figures:(?P<name>[A-Za-z0-9._-]+) begin -->\n)(?P<body>.*?)(<!-- figures:(?P=name) end -->)",
+                   re.DOTALL)
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class FiguresError(Exception):
+    pass
+
+
+def block_files(root: Path = ROOT) -> list[Path]:
+    """README.md and every docs/**/*.md holding a figure block (the default files to render)."""
+    candidates = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return [f for f in candidates if f.is_file() and BLOCK.search(f.read_text(encoding="utf-8"))]
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _spread(xs: Iterable[Any]) -> dict[str, Any] | None:
+    xs = [float(x) for x in xs if _num(x)]
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+# -- runs: summaries -> per-configuration figures ---------------------------------------------
+
+def find_summaries(sources: Iterable[Path | str]) -> list[tuple[Path, dict[str, Any]]]:
+    """(run directory, summary) of every run under the sources, each once, in source order. A
+    suite directory (``suite.json`` with ``runs``) names its runs as paths from the directory the
+    suite ran in, ``results/<scenario>/...``; they are looked up there or next to the suite."""
+    dirs: list[Path] = []
+    for src in map(Path, sources):
+        if not src.exists():
+            raise FiguresError(f"{src}: no such file or directory")
+        suite = src / "suite.json"
+        if suite.is_file():
+            root = src.resolve().parents[1]  # <root>/suite-<name>/<ts>
+            for r in json.loads(suite.read_text()).get("runs") or []:
+                p = Path(r)
+                # as written, else its tail (<scenario>/<ts>/<run_id>) under the suite's root
+                tails = [root / Path(*p.parts[k:]) for k in range(1, len(p.parts))]
+                dirs.append(next((d for d in [p, *tails] if d.is_dir()), p))
+        else:
+            dirs += [p.parent for p in sorted(src.rglob("summary.json"))]
+    out, seen = [], set()
+    for d in dirs:
+        if d.resolve() in seen:
+            continue
+        seen.add(d.resolve())
+        p = d / "summary.json"
+        if not p.is_file():
+            raise FiguresError(f"{d}: no summary.json")
+        out.append((d, json.loads(p.read_text())))
+    if not out:
+        raise FiguresError(f"no run summaries under {', '.join(map(str, sources))}")
+    return out
+
+
+def provenance_facts(s: dict[str, Any]) -> dict[str, Any]:
+    """date, machine {cpus, mem_gib, kernel}, commit, dirty, links_emulated of a summary, from its
+    ``provenance`` or, in a summary written before that existed, ``git_commit`` / ``machine`` /
+    ``started_at`` (dirty unknown: None)."""
+    p = s.get("provenance")
+    if p:
+        m, g = p.get("machine") or {}, p.get("git") or {}
+        return {"date": p.get("date"), "machine": {k: m.get(k) for k in ("cpus", "mem_gib", "kernel")},
+                "commit": g.get("commit"), "dirty": g.get("dirty"), "links_emulated": p.get("links_emulated")}
+    m = s.get("machine") or {}
+    kernel = re.match(r"Linux-([^-]+(?:-[^-]+)*?)-x86_64", m.get("platform") or "")
+    return {"date": s.get("started_at"),
+            "machine": {"cpus": m.get("cpus"), "mem_gib": m.get("mem_gib"), "kernel": kernel[1] if kernel else None},
+            "commit": s.get("git_commit"), "dirty": None,
+            "links_emulated": (s.get("params") or {}).get("link_rate") is not None}
+
+
+def load_cpu_per_1000(s: dict[str, Any]) -> float | None:
+    """CPU seconds the load process spent per 1,000 acked messages: its mean CPU over the load
+    (``cpu.load``, % of one core) times the load's length, over the acked messages."""
+    p, cpu = s.get("producer") or {}, (s.get("cpu") or {}).get("load")
+    if not (_num(cpu) and _num(p.get("load_seconds")) and p.get("acked")):
+        return None
+    return cpu / 100 * p["load_seconds"] / p["acked"] * 1000
+
+
+def _median(xs: list[Any]) -> float | None:
+    xs = [x for x in xs if _num(x)]
+    return statistics.median(xs) if xs else None
+
+
+def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one run that the README quotes (None where the run has none)."""
+    moves = s.get("moves") or []
+    checks = s.get("checks") or {}
+    lat = {a.get("action_id"): a for a in (checks.get("latency") or {}).get("actions") or []}
+    during = [((lat.get(m.get("action_id")) or {}).get("all") or {}).get("during", {}).get("p99_ms") for m in moves]
+    moved = [(m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0) for m in moves]
+    move_ids = {m.get("action_id") for m in moves}
+    cons = [a for a in ((s.get("consumers") or {}).get("actions") or []) if a.get("action_id") in move_ids]
+    return {
+        "move_seconds": _median([m.get("move_seconds") for m in moves]),
+        "partition_bytes": _median([m.get("partition_bytes") for m in moves]),
+        # what the leader told a new replica to copy (tiered storage: the local tail; else null)
+        "copy_bytes_at_request": _median([m.get("copy_bytes_at_request") for m in moves]),
+        "bytes_moved": _median(moved),
+        "unavailable_seconds": max((m["unavailable_seconds"] for m in moves if _num(m.get("unavailable_seconds"))),
+                                   default=None),
+        "p99_during_move_ms": max((x for x in during if _num(x)), default=None),
+        "outage_seconds": max((o["unavailable_seconds"] for o in s.get("outages") or []
+                               if _num(o.get("unavailable_seconds"))), default=None),
+        "produce_p99_ms": ((s.get("producer") or {}).get("latency_ms") or {}).get("p99"),
+        "acked": (s.get("producer") or {}).get("acked"),
+        "acked_msgs_per_s": (s.get("producer") or {}).get("rate_msgs_per_s"),
+        "load_cpu_percent": (s.get("cpu") or {}).get("load"),
+        "load_cpu_s_per_1000_msgs": load_cpu_per_1000(s),
+        # consumer groups during the moves (summary.json's consumers; bench/check/consumers.py)
+        "e2e_p99_during_move_ms": max((x for a in cons if _num(x := ((a.get("end_to_end_ms") or {})
+                                                                   .get("during") or {}).get("p99_ms"))), default=None),
+        "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if _num(a.get("gap_seconds"))), default=None),
+        "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
+    }
+
+
+def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
+    """The ``runs`` extract of every summary under the sources (see the module's docstring)."""
+    sources = list(sources)
+    configs: dict[str, dict[str, Any]] = {}
+    for _, s in find_summaries(sources):
+        key = s.get("config_id") or s.get("run_id")
+        c = configs.setdefault(key, {
+            "config_id": key, "scenario": s.get("scenario"), "system": s.get("system"),
+            "prefill_bytes_per_partition": (s.get("params") or {}).get("prefill_bytes_per_partition"),
+            "replication_factor": ((s.get("configuration") or {}).get("replication_factor")
+                                   or (s.get("params") or {}).get("replication_factor")),
+            "runs": []})
+        c["runs"].append({"run_id": s.get("run_id"), "repetition": s.get("repetition", 1),
+                          "verdict": verdict((s.get("checks") or {}).get("valid")), "provenance": provenance_facts(s), "metrics": run_metrics(s)})
+    for c in configs.values():
+        c["runs"].sort(key=lambda r: r["repetition"] or 0)
+        keys = list(c["runs"][0]["metrics"])
+        c["figures"] = {k: _spread(r["metrics"][k] for r in c["runs"]) for k in keys}
+        c["verdicts"] = {v: sum(r["verdict"] == v for r in c["runs"]) for v in ("pass", "fail", "unknown")}
+    return {"kind": "runs", "sources": [_shown(p) for p in sources], "configurations": list(configs.values())}
+
+
+# -- benchmark: pytest-benchmark JSON -> its figures -------------------------------------------
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalars of a (nested) extra_info as ``key`` / ``outer.key``; lists are left out."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif _num(v) or isinstance(v, str):
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def collect_benchmark(path: Path | str, extra: list[str] | None = None) -> dict[str, Any]:
+    """The ``benchmark`` extract of a pytest-benchmark JSON file; ``extra``: fnmatch patterns of
+    the (flattened) extra_info keys to keep, default all."""
+    d = json.loads(Path(path).read_text())
+    if not isinstance(d, dict) or "benchmarks" not in d:
+        raise FiguresError(f"{path}: not a pytest-benchmark JSON file (no 'benchmarks')")
+    ci, mi = d.get("commit_info") or {}, d.get("machine_info") or {}
+    cpu = mi.get("cpu") or {}
+    return {
+        "kind": "benchmark", "sources": [_shown(Path(path))],
+        "provenance": {"date": d.get("datetime"), "commit": ci.get("id"), "dirty": ci.get("dirty"),
+                       "machine": {"cpus": cpu.get("count"), "cpu": cpu.get("brand_raw"), "kernel": mi.get("release"),
+                                   "python": mi.get("python_version")}},
+        "benchmarks": [{"name": b["name"], "rounds": b["stats"]["rounds"],
+                        **{k: b["stats"][k] for k in ("median", "min", "max")},
+                        "extra_info": {k: v for k, v in _flat(b.get("extra_info") or {}).items()
+                                       if extra is None or any(fnmatch.fnmatchcase(k, x) for x in extra)}}
+                       for b in d["benchmarks"]],
+    }
+
+
+MODEL_FIT_KEYS = ("system", "formula", "fixed_s", "fixed_se", "efficiency", "efficiency_se", "open_per_object_s",
+                  "open_objects_max", "n", "runs")
+CHECK_KEYS = ("system", "axis", "label", "status", "reason", "error_pct", "max_abs_error_pct", "target_pct",
+              "measured_s", "predicted_s", "n_train", "n_test", "train_runs", "test_runs", "family")
+HEADLINE_KEYS = ("case", "title", "system", "link_gbit_s", "status", "value_s", "value_text", "error_pct",
+                 "validations", "reason", "basis")
+
+
+def collect_model(path: Path | str) -> dict[str, Any]:
+    """The ``model`` extract of an aggregate's model.json."""
+    d = json.loads(Path(path).read_text())
+    if not isinstance(d, dict) or "validation" not in d or "headline" not in d:
+        raise FiguresError(f"{path}: not an aggregate's model.json with held-out checks and a headline "
+                           "(python -m bench aggregate writes it)")
+    return {"kind": "model", "sources": [_shown(Path(path))],
+            "models": [{k: m.get(k) for k in MODEL_FIT_KEYS} for m in (d.get("models") or {}).values()],
+            "checks": [{k: v.get(k) for k in CHECK_KEYS} for v in d["validation"]],
+            "headline": [{k: h.get(k) for k in HEADLINE_KEYS} for h in d["headline"]],
+            "grid_points": (d.get("grid") or {}).get("points")}
+
+
+def collect_crosscheck(paths: list[Path | str]) -> dict[str, Any]:
+    """The ``crosscheck`` extract of one or more ``bench crosscheck`` outputs (their
+    crosscheck.json), rows in the order given."""
+    rows, provs, agrees, first = [], [], True, None
+    for path in map(Path, paths):
+        d = json.loads(path.read_text())
+        if not isinstance(d, dict) or "scenarios" not in d:
+            raise FiguresError(f"{path}: not a crosscheck.json (python -m bench crosscheck writes it)")
+        for scenario, per in d["scenarios"].items():
+            for system, cmp in per.items():
+                first = first or cmp
+                rows += [{"scenario": scenario, "system": system, **r} for r in cmp["configs"]]
+        agrees = agrees and bool(d.get("agrees"))
+        provs += [provenance_facts(s) for _, s in find_summaries([path.parent / sc for sc in d["scenarios"]])]
+    return {"kind": "crosscheck", "sources": [_shown(Path(p)) for p in paths], "tolerance": first["tolerance"],
+            "resolution_s": first["resolution_s"], "agrees": agrees, "rows": rows, "provenance": provs}
+
+
+def _rounded(x: Any) -> Any:
+    """Floats to 6 significant digits: what a figure can show, in a smaller file."""
+    if isinstance(x, float):
+        return float(f"{x:.6g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def _shown(p: Path) -> str:
+    p = Path(p).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, extra: list[str] | None = None) -> Path:
+    """Write the extract NAME.json into ``out_dir``: a benchmark extract for one ``.json`` file,
+    else a runs extract of the summaries under the sources."""
+    if not _NAME.match(name):
+        raise FiguresError(f"--as {name!r}: use letters, digits, '.', '_' and '-'")
+    if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "model.json":
+        extract = collect_model(sources[0])
+    elif all(Path(p).is_file() and Path(p).name == "crosscheck.json" for p in sources):
+        extract = collect_crosscheck(sources)
+    elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
+        extract = collect_benchmark(sources[0], extra)
+    else:
+        extract = collect_runs(sources)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{name}.json"
+    out.write_text(json.dumps(_rounded(extract), indent=1) + "\n")
+    return out
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+def fmt(x: Any) -> str:
+    """A figure for a reader: three significant digits (all digits from 100 up), thousands
+    separated, never exponent notation."""
+    if not _num(x):
+        return "-"
+    a = abs(x)
+    if a >= 100 or a == 0 or isinstance(x, int):
+        return f"{x:,.0f}"
+    return f"{x:,.{max(0, 2 - math.floor(math.log10(a)))}f}"
+
+
+def _cell(sp: dict[str, Any] | None, scale: float = 1.0) -> str:
+    if not sp:
+        return "-"
+    med = fmt(sp["median"] * scale)
+    return med if sp["n"] == 1 or sp["min"] == sp["max"] else \
+        f"{med} ({fmt(sp['min'] * scale)}-{fmt(sp['max'] * scale)})"
+
+
+def _machine(m: dict[str, Any]) -> str:
+    parts = [f"{m['cpus']} cores" if m.get("cpus") else None, m.get("cpu"),
+             f"{m['mem_gib']:.1f} GiB" if _num(m.get("mem_gib")) else None,
+             f"kernel {m['kernel']}" if m.get("kernel") else None,
+             f"Python {m['python']}" if m.get("python") else None]
+    return ", ".join(x for x in parts if x) or "unknown"
+
+
+def _provenance_line(provs: list[dict[str, Any]], n_runs: int | None = None) -> str:
+    dates = sorted({str(p.get("date"))[:10] for p in provs if p.get("date")})
+    commits = sorted({(p.get("commit") or "?")[:10] + {True: " (dirty)", False: "", None: " (dirty: unknown)"}[
+        p.get("dirty")] for p in provs})
+    machines = sorted({_machine(p.get("machine") or {}) for p in provs})
+    parts = []
+    if n_runs is not None:
+        parts.append(f"{n_runs} run(s)")
+    parts.append(" to ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else "date unknown")
+    parts.append("commit " + ", ".join(f"`{c}`" for c in commits))
+    parts.append("machine: " + "; ".join(machines))
+    links = {p.get("links_emulated") for p in provs if "links_emulated" in p}
+    if links:
+        # None: a cluster the harness did not start, whose links it neither shaped nor knows
+        parts.append("links emulated" if links == {True} else "no emulated links" if links == {False}
+                     else "links emulated where the harness started the cluster" if links == {True, None}
+                     else "some runs on emulated links")
+    return "; ".join(parts)
+
+
+# (column, metric, scale) of the runs table; a column no configuration has a value for is left out
+# (a throughput run has no move, a suite without faults no outage).
+RUN_COLUMNS = [
+    ("move_seconds", "move_seconds", 1.0),
+    ("to copy at request MB", "copy_bytes_at_request", 1e-6),
+    ("bytes moved MB", "bytes_moved", 1e-6),
+    ("unavailable s", "unavailable_seconds", 1.0),
+    ("p99 ack during move ms", "p99_during_move_ms", 1.0),
+    ("outage s", "outage_seconds", 1.0),
+    ("e2e p99 during move ms", "e2e_p99_during_move_ms", 1.0),
+    ("consumer gap s", "consumer_gap_seconds", 1.0),
+    ("catch-up MB/s during move", "catch_up_during_move_bytes_per_s", 1e-6),
+    ("acked msgs/s", "acked_msgs_per_s", 1.0),
+    ("produce p99 ms", "produce_p99_ms", 1.0),
+    ("load CPU %", "load_cpu_percent", 1.0),
+    ("load CPU s / 1,000 msgs", "load_cpu_s_per_1000_msgs", 1.0),
+]
+
+
+def render_runs(name: str, e: dict[str, Any]) -> str:
+    configs = e["configurations"]
+    cols = [c for c in RUN_COLUMNS if any((k["figures"].get(c[1]) or None) for k in configs)]
+    lines = ["| scenario | system | partition | runs (pass/fail/unknown) | " + " | ".join(c[0] for c in cols) + " |",
+             "|---|---|---:|---|" + "---:|" * len(cols)]
+    provs = []
+    for c in configs:
+        f, v = c["figures"], c["verdicts"]
+        pre = c.get("prefill_bytes_per_partition")
+        rf = f", RF {c['replication_factor']}" if c.get("replication_factor") else ""
+        cells = [_cell(f.get(key), scale) for _, key, scale in cols]
+        # The configuration's matrix settings other than the system and the size (own columns).
+        shown = [kv for kv in str(c.get("config_id") or "").split("__")[1:]
+                 if not kv.startswith(("system.kind=", "prefill.bytes_per_partition="))]
+        scenario = f"{c['scenario']} ({', '.join(shown)})" if shown else c["scenario"]
+        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) else '-'} | "
+                     f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | " + " | ".join(cells) + " |")
+        provs += [r["provenance"] for r in c["runs"]]
+    n = sum(len(c["runs"]) for c in configs)
+    return "\n".join(lines + [
+        "",
+        (f"Median (min-max) over each configuration's runs. {_provenance_line(provs, n)}. "
+         f"Run ids: `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+def render_benchmark(name: str, e: dict[str, Any]) -> str:
+    lines = ["| benchmark | median | min-max | rounds | extra_info |", "|---|---:|---|---:|---|"]
+    for b in e["benchmarks"]:
+        extra = ", ".join(f"{k} {fmt(v) if _num(v) else v}" for k, v in b["extra_info"].items())
+        lines.append(f"| `{b['name']}` | {fmt(b['median'])} | {fmt(b['min'])}-{fmt(b['max'])} | {b['rounds']} | "
+                     f"{extra} |")
+    return "\n".join(lines + [
+        "",
+        (f"Median and min-max of the rounds, in seconds. "
+         f"{_provenance_line([e['provenance']])}. From `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+def _pct(x: Any) -> str:
+    return "-" if not _num(x) else f"{x:+.1f} %"
+
+
+def render_model(name: str, e: dict[str, Any]) -> str:
+    lines = ["| case | system | link | projection | held-out error | checks it rests on |", "|---|---|---:|---|---:|---|"]
+    for h in e["headline"]:
+        value = h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}"
+        err = "-" if not _num(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
+        lines.append(f"| {h['case']} | {h['system']} | {h['link_gbit_s']:g} Gbit/s | {value} | {err} | "
+                     f"{', '.join(h.get('validations') or []) or '-'} |")
+    lines += ["", "| system | check | held out | status | measured s | predicted s | error | target | fitted on |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for c in e["checks"]:
+        target = "-" if not _num(c["target_pct"]) else "±" + fmt(c["target_pct"]) + " %"
+        lines.append(f"| {c['system']} | {c['axis']} | {c.get('label') or '-'} | {c['status']} | {fmt(c['measured_s'])} | "
+                     f"{fmt(c['predicted_s'])} | {_pct(c['error_pct'])} | {target} | {c.get('n_train') or 0} moves |")
+    models = "; ".join(f"{m['system']}: {m['formula']} (n = {m['n']})" for m in e["models"])
+    titles = "; ".join(sorted({f"{h['case']}: {h['title']}" for h in e["headline"]}))
+    return "\n".join(lines + [
+        "",
+        (f"Models: {models}. Cases: {titles}. Projection grid: {fmt(e.get('grid_points'))} points. "
+         f"Runs on each side of every check: `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+def render_crosscheck(name: str, e: dict[str, Any]) -> str:
+    lines = ["| scenario | system | configuration | runs built-in / external | verdicts | move s built-in / external "
+             "| unavailable s built-in / external | agree |", "|---|---|---|---|---|---|---|---|"]
+
+    def pair(r: dict[str, Any], key: str) -> str:
+        v = r.get(key)
+        if not v:
+            return "-"
+        ratio = f" (x{fmt(v['ratio'])})" if _num(v.get("ratio")) else ""
+        return f"{fmt(v['built_in'])} / {fmt(v['as_external'])}{ratio}"
+
+    for r in e["rows"]:
+        config = r["config"].removeprefix(r["scenario"]).strip("_") or "-"
+        verdicts = " / ".join(",".join(v) for v in r["verdicts"])
+        lines.append(f"| {r['scenario']} | {r['system']} | {config} | {r['runs'][0]} / {r['runs'][1]} | {verdicts} | "
+                     f"{pair(r, 'move_seconds')} | {pair(r, 'unavailable_seconds')} | {'yes' if r['agrees'] else '**no**'} |")
+    return "\n".join(lines + [
+        "",
+        (f"Medians over each side's runs; agree = same verdicts and medians within {e['tolerance']:.0%} or "
+         f"{fmt(e['resolution_s'])} s (the metadata poll). {_provenance_line(e['provenance'], len(e['provenance']))}. "
+         f"Source: `docs/measurements/{name}.json`."),
+    ]) + "\n"
+
+
+RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model,
+             "crosscheck": render_crosscheck}
+
+
+def render(name: str, measurements: Path = MEASUREMENTS) -> str:
+    path = measurements / f"{name}.json"
+    if not path.is_file():
+        raise FiguresError(f"figures:{name}: no extract {_shown(path)} (python -m bench figures collect ... --as {name})")
+    e = json.loads(path.read_text())
+    return RENDERERS[e["kind"]](name, e)
+
+
+def rewrite(text: str, measurements: Path = MEASUREMENTS) -> tuple[str, list[str]]:
+    """``text`` with every figure block rendered from its extract, and the names of the blocks
+    that changed."""
+    changed: list[str] = []
+
+    def one(m: re.Match) -> str:
+        body = render(m["name"], measurements)
+        if body != m["body"]:
+            changed.append(m["name"])
+        return m[1] + body + m[4]
+
+    return BLOCK.sub(one, text), changed
+
+
+def figures(files: list[Path] | None = None, measurements: Path = MEASUREMENTS, check: bool = False) -> list[str]:
+    """Render (or with ``check`` only compare) the figure blocks of ``files`` (default:
+    :func:`block_files`); returns ``file: block`` for every block that differed."""
+    stale = []
+    for f in block_files() if files is None else files:
+        old = f.read_text()
+        new, changed = rewrite(old, measurements)
+        stale += [f"{_shown(f)}: figures:{n}" for n in changed]
+        if changed and not check:
+            f.write_text(new)
+    return stale

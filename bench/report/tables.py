@@ -1,0 +1,360 @@
+"""The report's and summary.md's tables: for each, its title, note, header and row builder (the
+units bench/report/sections.py lists in order). Rows come from the aggregate's tables; nothing here
+computes a figure the aggregate has not."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
+from bench.check.safety import VERDICTS, verdict_counts
+from bench.check.summary import upgrade_summary
+from bench.check.windows import PHASES
+from bench.history.names import EVENT_LEADER_CHANGE
+from bench.report.format import (
+    MISSING, cfg_spread, commit_label, count_text, fmt_num, fmt_range, fmt_spread, label, runs_of, short, systems_of,
+)
+from bench.units import format_bytes
+from systems.registry import PROFILES
+
+
+SPREAD_NOTE = ("Figures per configuration: median (min–max) over its runs' moves, faults or runs (runs: how many); "
+               "one value when all agree. Produce latency p99 of the first moved (else faulted) partitions, pooled "
+               "from the raw samples of all the runs: before the action, and during it (a move: request to its "
+               "end; a fault: until the next action, its recovery). Producer unavailable s: a run's longest time "
+               "any partition went without an ack over the whole load.")
+
+
+RESULT_HEAD = ["configuration", "runs", "move s", "unavailable s (move)", "outage s (fault)", "recovery s",
+               "producer unavailable s", "p99 before (ms)", "p99 during (ms)", "lost", "duplicated", "verdicts"]
+
+
+def result_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """One row per configuration: its moves', faults' and producers' figures with their spread."""
+    return [[c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "move_seconds"),
+             cfg_spread(c, "unavailable_seconds"), cfg_spread(c, "outage_seconds"), cfg_spread(c, "recovery_seconds"),
+             cfg_spread(c, "producer_unavailable_seconds"), fmt_num(c["before_p99_ms"]), fmt_num(c["during_p99_ms"]),
+             count_text(c["lost_count"]), count_text(c["duplicated_count"]),
+             ", ".join(f"{c[f'valid_{v}']} {v}" for v in VERDICTS)] for c in configs]
+
+
+BYTES_HEAD = ["configuration", "runs", "partition at the request", "leader's bytes to copy (tiered start)",
+              "bytes moved", "of which partition at the request", "of which written during the move"]
+
+
+def bytes_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """``leader's bytes to copy``: what a tiered leader told the new replica to copy at the
+    request (the local tail after the last tiered offset or from its local log start); – where
+    the new replica copied the whole log (no such answer)."""
+    return [[c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "partition_bytes", format_bytes),
+             cfg_spread(c, "copy_bytes_at_request", format_bytes),
+             cfg_spread(c, "bytes_moved", format_bytes), cfg_spread(c, "bytes_moved_at_request", format_bytes),
+             cfg_spread(c, "bytes_moved_during_move", format_bytes)] for c in configs if c["moves"]]
+
+
+PROTOCOL_HEAD = ["configuration", "runs", "move_seconds (first ack on the new owner)", "a client sees a target lead",
+                 "reassignment no longer listed", "journal: move complete", "bytes moved (journal)",
+                 "added replicas' size (DescribeLogDirs)"]
+
+
+PROTOCOL_NOTE = (
+    "Each move as the Kafka protocol alone shows it, the view the harness has of any cluster it does not "
+    "start, beside the brokers' own journal where there is one (seconds from the request; medians, min-max "
+    "over runs). The protocol view's resolution is one poll: Metadata every {metadata:g} s, "
+    "ListPartitionReassignments every {reassignments:g} s, DescribeLogDirs every {log_dirs:g} s. "
+    "'-': not seen that way (a cluster that completes a move within one poll, or does not list it as "
+    "a reassignment; no journal outside the harness's own systems).")
+
+
+PROTOCOL_TITLE = "Moves as the Kafka protocol shows them"
+
+
+def protocol_note() -> str:
+    from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
+
+    return PROTOCOL_NOTE.format(metadata=POLL_INTERVAL_S, reassignments=PROTOCOL_POLL_S,
+                                log_dirs=PROTOCOL_POLL_S * LOG_DIRS_EVERY)
+
+
+def protocol_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "move_seconds"),
+             cfg_spread(c, "protocol_leader_change_seconds"), cfg_spread(c, "protocol_reassignment_seconds"),
+             cfg_spread(c, "journal_complete_seconds"), cfg_spread(c, "bytes_moved", format_bytes),
+             cfg_spread(c, "protocol_target_bytes", format_bytes)] for c in configs if c["moves"]]
+
+
+CONSUMERS_TITLE = "Consumers across moves and faults"
+
+
+CONSUMERS_HEAD = ["configuration", "action", "runs", "end-to-end p50 ms (before / during / after)",
+                  "end-to-end p99 ms (before / during / after)", "longest gap without a delivery (s)",
+                  "catch-up read MB/s (before / during / after)", "not delivered (whole runs)"]
+
+
+CONSUMERS_NOTE = (
+    "What the workload's consumer groups felt (scenario section `consumers`; medians over runs, min-max in "
+    "brackets). End-to-end latency: from the producer's send call to a message's first delivery to a `tail` "
+    "group, on the action's partitions, windows by send time as for produce latency; it includes the "
+    "producers' batching (linger.ms) and the time until a message is readable: on the copy and tiered systems "
+    "once every in-sync replica has it (the high watermark), on the shared system once its WAL write is durable "
+    "in object storage. Gap: the longest time a tail group got no message of those partitions, from 1 s before the action "
+    "to 5 s after its end (a fault: after the producers' first ack past recovery). Catch-up: the backlog "
+    "bytes per second a `catch_up` group (started behind, reading while the load produces) read in each "
+    "window, the mean over catch-up groups. Not delivered: acked messages and backlog records some group never "
+    "got, over the whole of the configuration's runs (at least once, per group: must be 0).")
+
+
+def consumer_rows(consumers: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per configuration and action (id): the consumers table's figures, medians (min-max) over runs."""
+    labels = {c["config_key"]: c["config_label"] or c["config_key"] for c in configs}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for x in consumers:
+        by[(x["config_key"], x["action_id"])].append(x)
+    order = {c["config_key"]: i for i, c in enumerate(configs)}
+
+    def spread(xs: list[dict[str, Any]], name: str, scale: float = 1.0) -> str:
+        known = [float(x[name]) * scale for x in xs if x.get(name) is not None]
+        return fmt_range(statistics.median(known), min(known, default=None), max(known, default=None)) if known else MISSING
+
+    rows = []
+    for (ck, aid), xs in sorted(by.items(), key=lambda kv: (order.get(kv[0][0], 1 << 30), kv[0][0], kv[0][1])):
+        rows.append([labels.get(ck, ck), f"{xs[0]['action']} (#{aid})", str(len(xs)),
+                     " / ".join(spread(xs, f"e2e_{ph}_p50_ms") for ph in PHASES),
+                     " / ".join(spread(xs, f"e2e_{ph}_p99_ms") for ph in PHASES),
+                     spread(xs, "gap_seconds"),
+                     " / ".join(spread(xs, f"catch_up_{ph}_bytes_per_s", 1e-6) for ph in PHASES),
+                     str(sum(int(x["missing"] or 0) for x in xs))])
+    return rows
+
+
+CONFIG_HEAD = ["system", "configurations", "runs", "replication factor", "min.insync.replicas", "producers",
+               "an acknowledgement means", "replication throttle", "links (broker / client / object store)",
+               "the system's own settings"]
+
+
+CONFIG_NOTE = ("What each system ran with: every system gets the same producers (librdkafka, idempotent, the acks "
+               "and linger.ms shown; an ack's latency includes up to linger.ms of batching), load and links; what an "
+               "acknowledgement promises differs and is stated here, as are the settings only one system has "
+               "(its profile's, effective values).")
+
+
+def own_settings_text(conf: dict[str, Any]) -> str:
+    """The configuration's ``system_settings`` (the profile's describe()) in words (a configuration
+    from an older summary in the current shape: bench.check.summary.upgrade_summary)."""
+    own = upgrade_summary({"configuration": conf})["configuration"]["system_settings"]
+    return ", ".join(setting_text(k, v) for k, v in own.items()) if own else "none"
+
+
+def producer_settings(conf: dict[str, Any]) -> str:
+    out = f"acks={conf.get('acks', UNKNOWN)}"
+    return out + (f", linger.ms={conf['linger_ms']}" if conf.get("linger_ms") is not None else "")
+
+
+def configuration_rows(configs: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    """"Configurations compared": one row per system and distinct configuration (summary.json's
+    ``configuration``), naming the scenarios that ran it; unknown for summaries without one."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in configs:
+        groups[(c["system"], c.get("configuration") or "")].append(c)
+    order = {s: i for i, s in enumerate(PROFILES)}
+    rows = []
+    for (system, cj), cs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0])):
+        x = json.loads(cj) if cj else {}
+
+        def get(k: str) -> Any:
+            return x.get(k, UNKNOWN) if x else UNKNOWN
+
+        def none_as(v: Any, text: str) -> Any:
+            return text if v is None else v
+
+        th = get("throttle_bytes_per_s")
+        throttle = (UNKNOWN if th == UNKNOWN else "none" if th is None
+                    else f"{format_bytes(th)}/s" + (f" ({x['throttle_rule']})" if x.get("throttle_rule") else ""))
+        links = " / ".join(str(none_as(get(k), "none")) for k in ("link_rate", "client_link_rate", "object_store_link_rate"))
+        if links == " / ".join([UNKNOWN] * 3):
+            links = UNKNOWN
+        scen = sorted({c["scenario"] or "?" for c in cs})
+        rows.append([label(system), ", ".join(scen) + f" ({len(cs)} configuration{'s' * (len(cs) != 1)})",
+                     sum(c["runs"] for c in cs), get("replication_factor"), none_as(get("min_insync_replicas"), "n/a"),
+                     producer_settings(x) if x else UNKNOWN, get("ack_meaning"), throttle, links,
+                     own_settings_text(x) if x else UNKNOWN])
+    return rows
+
+
+def provenance_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """Where and from what the runs came: machine(s), date(s), commit(s), versions, links; a fact
+    a summary does not carry counts as unknown."""
+    def tally(values: list[Any]) -> str:
+        seen: dict[str, int] = defaultdict(int)
+        for v in values:
+            seen[UNKNOWN if v in (None, "") else str(v)] += 1
+        if len(seen) == 1:
+            return next(iter(seen))
+        return "; ".join(f"{v} ({n} run{'s' * (n != 1)})" for v, n in sorted(seen.items()))
+
+    # ISO-8601 UTC to the minute: "2026-11-23 23:52"
+    dates = sorted(str(r["date"])[:16].replace("T", " ") for r in runs if r.get("date"))
+    no_date = len(runs) - len(dates)
+    date = (UNKNOWN if not dates else dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}")
+    if dates and no_date:
+        date += f" ({no_date} run{'s' * (no_date != 1)} unknown)"
+    versions = []
+    for r in runs:
+        v = json.loads(r["versions"]) if r.get("versions") else None
+        versions.append(", ".join(f"{k} {x if x is not None else UNKNOWN}" for k, x in v.items()) if v else None)
+    links = ["yes" if r.get("links_emulated") else "no" if r.get("links_emulated") is False else None for r in runs]
+    return [f"Machine: {tally([r.get('machine') if r.get('machine') != UNKNOWN else None for r in runs])}.",
+            f"Date (UTC): {date}.",
+            f"Git commit: {tally([commit_label(r.get('git_commit'), r.get('git_dirty')) if r.get('git_commit') else None for r in runs])}.",
+            f"Versions: {tally(versions)}.",
+            f"Links emulated (per-node NICs in network namespaces): {tally(links)}."]
+
+
+def recovery_label(o: dict[str, Any]) -> str:
+    """How a fault ended, for a table: the recovery action ("restart broker", "resume broker",
+    ...), or a failover to the broker a client saw lead."""
+    by = o.get("recovered_by")
+    if by is None:
+        return "not recovered"
+    if by == EVENT_LEADER_CHANGE:
+        return "failover" + (f" to {o['new_leader']}" if o.get("new_leader") is not None else "")
+    return str(by).replace("_", " ")
+
+
+LINK_FILL_HEAD = ["system", "run", "partition", "move s", "source tx", "target rx", "object store rx, tx"]
+
+
+LINK_FILL_NOTE = ("How full each link was during a move, as a share of the link's rate: mean (peak) of the "
+                  "once-a-second link samples overlapping [request, request + move_seconds] (no move_seconds: "
+                  "until the action's end), each weighted by its seconds inside. For several source or target "
+                  "brokers, the busiest. tx = sent by the node, rx = received.")
+
+
+NO_LINKS = "No run on emulated links (no link_sample events): nothing to show."
+
+
+def _fill(x: dict[str, Any] | None, way: str) -> str:
+    if x is None or x.get(f"{way}_mean_utilisation") is None:
+        return MISSING
+    return f"{x[f'{way}_mean_utilisation']:.0%} ({x[f'{way}_peak_utilisation']:.0%})"
+
+
+def _busiest(xs: list[dict[str, Any]], role: str, way: str) -> dict[str, Any] | None:
+    return max((x for x in xs if x["role"] == role and x[f"{way}_mean_utilisation"] is not None),
+               key=lambda x: x[f"{way}_mean_utilisation"], default=None)
+
+
+def link_fill_rows(move_links: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    """One row per move for the "link fill during moves" table (summary.md and the report), from
+    the move_links table, in its order; ``label`` names a system."""
+    per: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for x in move_links:
+        per[(x["run_key"], x["from_ts"], x["action_id"], x["topic"], x["partition"])].append(x)
+    rows = []
+    for (run_key, *_), xs in per.items():
+        src, dst, obj = _busiest(xs, "source", "tx"), _busiest(xs, "target", "rx"), _busiest(xs, "objstore", "rx")
+        x0 = xs[0]
+        rows.append([label(x0["system"]), run_key, format_bytes(x0["partition_bytes"]), fmt_num(x0["move_seconds"]),
+                     f"{src['node']} {_fill(src, 'tx')}" if src else MISSING,
+                     f"{dst['node']} {_fill(dst, 'rx')}" if dst else MISSING,
+                     f"{_fill(obj, 'rx')}, {_fill(obj, 'tx')}" if obj else MISSING])
+    return rows
+
+
+SAFETY_COLS = ("valid", "lost_writes", "duplicates", "reordering", "unexpected", "lost_prefill")
+
+
+SAFETY_NOTE = ("Each check's verdict per run: pass, fail, or unknown (the check could not decide, e.g. no reads "
+               "to compare with; never counted as a pass). valid: every checker of the run together. Lost prefill: "
+               "the verifying consumer read back fewer prefill records than were written (counted per partition; "
+               "with tiered storage most of the prefill is read from object storage).")
+
+
+SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "lost prefill",
+               "failed checks"]
+
+
+def safety_rows(t) -> list[list[str]]:
+    return [[r["run_key"], label(r["system"]), *[r.get(c) or "unknown" for c in SAFETY_COLS], r["failed_checks"] or ""]
+            for r in t["runs"]]
+
+
+def safety_counts(t) -> list[str]:
+    """Per column: ``valid: 5 pass, 0 fail, 1 unknown``."""
+    return [f"{h}: {verdict_counts(r.get(c) or 'unknown' for r in t['runs'])}"
+            for h, c in zip(SAFETY_HEAD[2:], SAFETY_COLS)]
+
+
+FAULT_HEAD = ["scenario", "system", "fault", "broker", "outage s", "recovered by", "recovery s", "runs"]
+
+
+FAULT_NOTE = ("Outage: the worst affected partition's longest time without a produce ack, from 1 s before the fault "
+              "to its first ack after recovery. Recovery: the paired recovery action's end (restart, resume, ...) "
+              "or the first failover a client saw, whichever came first; recovery s counts from the fault.")
+
+
+def fault_rows(t) -> tuple[list[list[Any]], list[str]]:
+    """One row per fault of a configuration (its runs pooled: the median and range of their
+    outages), as summary.json's ``outages`` define them. -> (rows, run keys)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for o in t["outages"]:
+        groups[(o["config_key"], o["action_id"])].append(o)
+    order = {s: i for i, s in enumerate(systems_of(t["outages"]))}
+    rows = []
+    for (_, aid), os_ in sorted(groups.items(), key=lambda kv: (kv[1][0]["scenario"] or "",
+                                                                 order[kv[1][0]["system"]], kv[0])):
+        o0 = os_[0]
+        rows.append([o0["scenario"] or MISSING, label(o0["system"]), o0["action"],
+                     MISSING if o0["broker"] is None else o0["broker"],
+                     fmt_spread([o["unavailable_seconds"] for o in os_]),
+                     ", ".join(sorted({recovery_label(o) for o in os_})),
+                     fmt_spread([o["recovery_seconds"] for o in os_]), len(os_)])
+    return rows, [o["run_key"] for o in t["outages"]]
+
+
+MEASURED_HEAD = "Measured at a glance"
+
+
+def measured_lines(t) -> list[str]:
+    """Measured moves per system, the held-out checks and the safety verdicts, one line each."""
+    out = []
+    for system in systems_of(t["moves"]):
+        mine = [m for m in t["moves"] if m["system"] == system]
+        ms = [m["move_seconds"] for m in mine if m["move_seconds"] is not None]
+        if ms:
+            sizes = [m["partition_bytes"] for m in mine if m["partition_bytes"]]
+            copied = [m["copy_bytes_at_request"] for m in mine if m.get("copy_bytes_at_request") is not None]
+            out.append(f"**{label(system)}**: {len(ms)} measured move(s) in {len({m['run_key'] for m in mine})} "
+                       f"run(s), move_seconds median {fmt_spread(ms)} s for partitions of "
+                       f"{format_bytes(min(sizes)) if sizes else MISSING}–{format_bytes(max(sizes)) if sizes else MISSING}"
+                       + (f"; {len(copied)} of them copied only the tail their leader named, "
+                          f"{format_bytes(min(copied))}–{format_bytes(max(copied))}" if copied else "") + ".")
+    checks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for v in t["model_validation"]:
+        if v.get("error_pct") is not None:
+            checks[(v["system"], v["axis"])].append(v)
+    for (system, axis), vs in checks.items():
+        worst = max(vs, key=lambda v: abs(v["error_pct"]))
+        failed = sum(1 for v in vs if v["status"] == "failed")
+        out.append(f"Held-out {axis} check{'s' if len(vs) > 1 else ''} of the {short(system)} model: {len(vs)} "
+                   f"({failed} failed); the largest error at {worst['label']}: predicted {fmt_num(worst['predicted_s'])} s "
+                   f"vs measured {fmt_num(worst['measured_s'])} s, {worst['error_pct']:+.1f} % "
+                   f"(target ±{fmt_num(worst['target_pct'])} %).")
+    bad = [r["run_key"] for r in t["runs"] if r["valid"] == "fail"]
+    out.append(f"Safety verdicts over {len(t['runs'])} run(s): {verdict_counts(r['valid'] or 'unknown' for r in t['runs'])}"
+               + (f"; failed: {', '.join(bad)}" if bad else "") + ".")
+    return out
+
+
+
+__all__ = [
+    "BYTES_HEAD", "CONFIG_HEAD", "CONFIG_NOTE", "CONSUMERS_HEAD", "CONSUMERS_NOTE", "CONSUMERS_TITLE", "FAULT_HEAD",
+    "FAULT_NOTE", "LINK_FILL_HEAD", "LINK_FILL_NOTE", "MEASURED_HEAD", "NO_LINKS", "PROTOCOL_HEAD", "PROTOCOL_NOTE",
+    "PROTOCOL_TITLE", "RESULT_HEAD", "SAFETY_HEAD", "SAFETY_NOTE", "SPREAD_NOTE", "bytes_rows", "configuration_rows",
+    "consumer_rows", "fault_rows", "link_fill_rows", "measured_lines", "own_settings_text", "producer_settings",
+    "protocol_note", "protocol_rows", "provenance_lines", "recovery_label", "result_rows", "safety_counts",
+    "safety_rows",
+]
