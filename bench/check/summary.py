@@ -98,7 +98,7 @@ from bench.history.names import (
     SOURCE_CLIENT,
 )
 from bench.check.view import hashable, tp_of
-from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
+from bench.history.names import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario

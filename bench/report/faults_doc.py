@@ -23,7 +23,8 @@ from typing import Any
 from bench.analysis.aggregate.discovery import provenance_of
 from bench.check.safety import verdict, verdict_counts
 from bench.report.format import commit_label
-from bench.scenario import builtin_scenarios, expand, load_scenario
+from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
+from bench.scenario.actions import SPECS
 from systems.registry import NAMES as SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,16 +171,24 @@ def rows(scenarios: list[dict[str, Any]], runs: list[tuple[Path, dict[str, Any]]
     return out
 
 
+def fault_kinds() -> list[str]:
+    """One bullet per fault kind and the action that undoes it, in the words of their specs."""
+    return [f"- `{kind}` / `{rec}`: {SPECS[kind].description} {SPECS[rec].description}"
+            for kind, rec in FAULT_RECOVERY.items()]
+
+
 def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
     lines = [
         f"{HEADING} (`workloads/scenarios/faults/`, run with `python -m bench run`)",
         "",
         "Each scenario is a file the harness runs like any other (`python -m bench run faults/<name>`):",
         "a cluster, an idempotent acks=all producer load (Locust, `bench/run/load.py`), a timeline of",
-        "actions where a fault is one action and its recovery another (`kill_broker` / `restart_broker`,",
-        "`pause_broker` / `resume_broker` = SIGSTOP / SIGCONT, `kill_controller` / `restart_controller`,",
-        "`stop_object_store` / `start_object_store`, `isolate_broker` / `heal_broker` = the broker's link",
-        "down and up), a verifying consumer that reads every partition back, and the checkers users run",
+        "actions where a fault is one action and its recovery another (the action specs,",
+        "`bench/scenario/actions/`):",
+        "",
+        *fault_kinds(),
+        "",
+        "Then a verifying consumer reads every partition back, and the checkers users run judge the run",
         "(`bench/check/`). Every node runs on its own emulated link (brokers and controller 100mbit, the",
         "clients and the object store 1gbit; README, \"Emulated links\"). Most faults land 1 s into a move",
         "that is slowed on purpose so there is a middle to hit: the copy system copies under a replication",

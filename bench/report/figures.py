@@ -20,8 +20,11 @@ from bench.report.format import fmt_num, run_name, short_runs, systems_of
 from bench.report.format import label as system_label
 from bench.report.format import short as system_short
 from bench.report.tables import NO_LINKS
+from bench.scenario.actions.spec import FAULT_SHADE, MOVE_SHADE as MOVE_SPEC_SHADE
 from bench.units import format_bytes
 from systems.registry import PROFILES
+
+MOVE_SHADE = MOVE_SPEC_SHADE.color  # how figures mark a move, as its action spec says
 
 
 @dataclass
@@ -274,7 +277,7 @@ def _timeline_columns(t, picks: list[dict[str, Any]], rows: list[dict[str, Any]]
             ax.axvspan(mv["request_ts"] - t0, end, color=MOVE_SHADE, alpha=0.35,
                        label=f"move window ({mv['move_seconds']:.2f} s)")
             for i, o in enumerate(faults):
-                ax.axvline(o["start_ts"] - t0, color="#c0392b", ls=":", lw=1.4,
+                ax.axvline(o["start_ts"] - t0, color=FAULT_SHADE.color, ls=":", lw=1.4,
                            label=_fault_name(o).replace("\n", " ") if i == 0 else None)
         a_lat.set_title(f"{system_label(run['system'])}\npartition {format_bytes(mv['partition_bytes'])}, "
                         f"run {run_name(run['run_key'])}", fontsize=9)
@@ -331,7 +334,6 @@ def fig_consumers(t) -> Figure | None:
 
 NIC_COLORS = {"tx": "#e67e22", "rx": "#2e86c1"}
 NIC_LABELS = {"tx": "sent (tx)", "rx": "received (rx)"}
-MOVE_SHADE = "#f4d03f"
 
 
 def _pick_link_runs(t) -> list[dict[str, Any]]:

@@ -73,7 +73,7 @@ PROTOCOL_TITLE = "Moves as the Kafka protocol shows them"
 
 
 def protocol_note() -> str:
-    from bench.run.observe import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
+    from bench.history.names import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 
     return PROTOCOL_NOTE.format(metadata=POLL_INTERVAL_S, reassignments=PROTOCOL_POLL_S,
                                 log_dirs=PROTOCOL_POLL_S * LOG_DIRS_EVERY)

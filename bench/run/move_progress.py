@@ -286,4 +286,4 @@ def moves_copy_data(admin) -> bool:
         own = set(prof.config_defaults)
         if own and own <= keys and (best is None or len(own) > len(best.config_defaults)):
             best = prof
-    return best is None or best.move_model != "handover"
+    return best is None or best.copies_on_move

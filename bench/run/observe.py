@@ -162,7 +162,7 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
     listed: dict[tuple[str, int], dict] = {}
     listed_now: dict[tuple[str, int], dict] = {}
     wanted = set(topics)
-    tracker = Tracker(copies=run.sc.profile.move_model != "handover")
+    tracker = Tracker(copies=run.sc.profile.copies_on_move)
     tick = 0
     while not run.state.stop.is_set():
         t0 = time.time()

@@ -117,6 +117,9 @@ class SystemProfile:
     backend: str  # module exporting BACKEND, loaded by every broker
     controller_extension: str | None  # module passed to the controller as --extension
     move_model: str  # move-time model family (a module of bench/analysis/model/): "copy" | "tiered_copy" | "handover"
+    # A move copies log bytes from broker to broker (False: ownership is handed over, the data
+    # stays in object storage); what move progress counts as bytes to go (bench/run/move_progress.py).
+    copies_on_move: bool
     bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s
     bandwidth_label: str  # what that cap is called in reports
     single_owner: bool  # a move names exactly one target broker

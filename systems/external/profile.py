@@ -18,6 +18,7 @@ PROFILE = SystemProfile(
     backend="",
     controller_extension=None,
     move_model=None,  # how it moves a partition is what the run finds out
+    copies_on_move=True,  # Kafka's way unless its brokers say otherwise (bench/run/move_progress.py)
     bandwidth_param="replication_throttle_bytes_per_s",
     bandwidth_label="throttle",
     single_owner=False,

@@ -39,6 +39,7 @@ PROFILE = SystemProfile(
     backend="systems.replication.backend",
     controller_extension="systems.replication.controller",
     move_model="copy",
+    copies_on_move=True,
     bandwidth_param="replication_throttle_bytes_per_s",
     bandwidth_label="throttle",
     single_owner=False,

@@ -52,6 +52,7 @@ PROFILE = SystemProfile(
     backend="systems.shared.backend",
     controller_extension="systems.shared.controller",
     move_model="handover",
+    copies_on_move=False,
     bandwidth_param="objstore_bandwidth_bytes_per_s",
     bandwidth_label="object-store cap",
     single_owner=True,
