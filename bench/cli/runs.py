@@ -115,12 +115,16 @@ def cmd_crosscheck(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from bench.check.summary import analyze, dumps
+    from bench.check.summary import build_summary, dumps, load_run, upgrade_summary
+    from bench.check.view import HistoryView
 
     run_dir = Path(args.run_dir)
-    summary = analyze(run_dir)
+    table, sc = load_run(run_dir)
+    summary = build_summary(table, sc)
     stored_path = run_dir / "summary.json"
-    stored = json.loads(stored_path.read_text()) if stored_path.is_file() else None
+    # A summary an older version wrote is compared in today's shape (its schema_version upgraded).
+    stored = (upgrade_summary(json.loads(stored_path.read_text()), HistoryView(table, sc))
+              if stored_path.is_file() else None)
     same = stored == json.loads(dumps(summary))
     if args.write:
         stored_path.write_text(dumps(summary))
