@@ -1,8 +1,12 @@
-"""Shared fixtures: real clusters in temp dirs, always stopped by PID."""
+"""Fixtures for every folder: what a test needs is said by its folder (tests/unit: nothing
+started; tests/systems: brokers and clusters started directly; tests/harness: scenarios through
+the harness's runner, CLI, Locust or Spark; tests/benchmarks: measurements). Shared support is in
+tests/support/."""
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.run.cluster import Cluster  # noqa: E402
 from bench.run.network import PREFIX  # noqa: E402
-from tests.clients import network_names  # noqa: E402
+from tests.support.clients import network_names  # noqa: E402
+from tests.support.clusters import FAST, make_cluster, run_scenario  # noqa: E402,F401  (fixtures; FAST: old import path)
+from tests.support.leftovers import networks_left  # noqa: E402
+
 
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
@@ -23,51 +29,14 @@ def pytest_ignore_collect(collection_path, config):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_network_left_behind():
-    """After the whole session, no namespace or link that a test's cluster made is left."""
+def no_network_left_behind(tmp_path_factory):
+    """After the whole session, no namespace or link that a test's cluster made is left. Every
+    cluster of the session lives under pytest's temp dir (the runner's too: BENCH_CLUSTER_TMP), so
+    networks of other sessions running on the machine are not counted."""
+    os.environ.setdefault("BENCH_CLUSTER_TMP", str(tmp_path_factory.mktemp("clusters")))
+    roots = [tmp_path_factory.getbasetemp(), Path(os.environ["BENCH_CLUSTER_TMP"])]
     before = set(network_names(PREFIX))
     yield
-    left = sorted(set(network_names(PREFIX)) - before)
+    left = networks_left(before, roots)
     if left:
         pytest.fail(f"the tests left network objects behind: {', '.join(left)}")
-
-
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
-
-
-@pytest.fixture
-def make_cluster(tmp_path):
-    """make_cluster(system="replication", brokers=3, **config) -> started Cluster."""
-    started: list[Cluster] = []
-
-    def make(system: str = "replication", brokers: int = 3, name: str = "cluster", **config) -> Cluster:
-        cfg = dict(FAST)
-        cfg.update({k.replace("_", "."): str(v) for k, v in config.items()})
-        c = Cluster(system, brokers, str(tmp_path / name), cfg)
-        started.append(c)
-        return c.start(timeout=60)
-
-    yield make
-    for c in started:
-        c.stop()
-
-
-@pytest.fixture
-def run_scenario(tmp_path):
-    """run_scenario(data, overrides=()) -> [(run_dir, summary), ...]: a scenario (a dict as in a
-    YAML file, or a built-in name) run through the harness's own runner and checkers, exactly as
-    `python -m bench run` does, with results under the test's temp dir."""
-    from bench.run.runner import run_scenario as run
-    from bench.scenario import load_scenario, parse_scenario, resolve_scenario
-
-    count = [0]
-
-    def go(data, overrides=()):
-        count[0] += 1
-        if isinstance(data, str):
-            sc = load_scenario(resolve_scenario(data), list(overrides))
-        else:
-            sc = parse_scenario(data, "<test>", list(overrides))
-        return run(sc, out_dir=tmp_path / f"run-{count[0]}", progress=False)
-
-    return go

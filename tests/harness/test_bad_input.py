@@ -19,10 +19,10 @@ import pytest
 from kafka import TopicPartition
 from kafka.admin import NewTopic
 
-from tests.clients import admin, create_topics, start_cluster
+from tests.support.clients import admin, create_topics
+from tests.support.clusters import FAST, start_cluster
 
-ROOT = Path(__file__).resolve().parent.parent
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
+ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 5.0
 
 

@@ -16,7 +16,7 @@ from bench.run import clients
 from bench.run.cluster import Cluster
 from bench.scenario import ScenarioError, load_scenario, parse_scenario, resolve_scenario, to_external
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-7f3a-never-written"
 
 BASE = {

@@ -19,8 +19,9 @@ from bench.history.store import read_history
 from bench.run import network as net
 from bench.run.cluster import Cluster, ClusterError, clean
 from systems.core.process import alive, find, send_signal
-from tests.clients import consume_all, create_topics, netns_unavailable, network_names, produce_all, wait_for
-from tests.conftest import FAST, ROOT
+from tests.support.clients import consume_all, create_topics, netns_unavailable, network_names, produce_all, wait_for
+from tests.support.cli import ROOT
+from tests.support.clusters import FAST
 
 
 _NO_NETNS = netns_unavailable()

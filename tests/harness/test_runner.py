@@ -20,7 +20,7 @@ from bench.history.journal import MoveWindows, translate
 from bench.check.summary import analyze, dumps
 from workloads.rates import rate_at
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = {
     "name": "small",

@@ -5,7 +5,8 @@ the prefill written through the produce path into object storage, the Locust loa
 action, the verifying consumer) judged by the checkers: request -> first ack on the new owner
 <= 2 s (``checks.max_move_seconds``), every acked message read back once and in order, the
 prefill served by the new owner from stream objects, and the producer's idempotent session
-continued on the new owner (no send failed, no new producer session there).
+continued on the new owner (no send failed, no new producer session there). A bad reassignment
+to the shared system, without load: tests/systems/test_shared_reassign.py.
 """
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ import json
 
 import pyarrow.compute as pc
 import pytest
-from kafka import TopicPartition as KTP
-from kafka.admin import NewTopic
 
 from bench.history.names import EVENT_MOVE_COMPLETE
 from bench.history.store import read_history
 from bench.run.load import PREFILL_RECORD_BYTES
-from tests.clients import admin, create_topics
 
 MiB = 1 << 20
 
@@ -73,15 +71,3 @@ def test_move_100mib_partition_under_load(run_scenario):
 def test_move_1gib_partition_under_load(run_scenario):
     opened, _ = move_under_load(run_scenario, 1024 * MiB)
     assert opened["recovery"] == "clean", opened
-
-
-def test_reassignment_must_name_exactly_one_broker(make_cluster):
-    c = make_cluster("shared", 3)
-    create_topics(c.bootstrap, [NewTopic("inv", 1, 1)])
-    a = admin(c.bootstrap)
-    try:
-        for bad in ([1, 2], [1, 2, 3], [99]):
-            res = a.alter_partition_reassignments({KTP("inv", 0): bad})
-            assert [e.__name__ for e in res.values()] == ["InvalidReplicationAssignmentError"], (bad, res)
-    finally:
-        a.close()

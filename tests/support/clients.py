@@ -1,4 +1,5 @@
-"""Small helpers around the real clients used by tests and benchmarks."""
+"""Small helpers around the real clients used by tests and benchmarks (clusters themselves:
+tests/support/clusters.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -120,26 +121,13 @@ def network_names(stem: str) -> list[str]:
     return out
 
 
-def start_cluster(tmp_path_factory, system: str, brokers: int, config: dict):
-    """A cluster of ``system`` in a pytest temp dir, started (stopped again if the start fails)."""
-    from bench.run.cluster import Cluster
-
-    c = Cluster(system, brokers, str(tmp_path_factory.mktemp(system) / "cluster"), config)
-    try:
-        c.start(timeout=60)
-    except BaseException:
-        c.stop()
-        raise
-    return c
-
-
 def incremental_alter(c, rtype: int, name: str, configs: dict) -> None:
     """IncrementalAlterConfigs (None deletes) through a raw connection to broker 1: exact control
     of the resource name ("" = the cluster-wide broker default, which client libraries refuse).
     rtype: 2 topic, 4 broker."""
     from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-    from tests.rawclient import RawConn
+    from tests.support.rawclient import RawConn
 
     b = c.brokers[1]
     R = IncrementalAlterConfigsRequest

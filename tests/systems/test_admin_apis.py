@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError
@@ -28,45 +27,26 @@ from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 from bench.run.cluster import Cluster
 from systems.core import errors
-from systems.core.config import ConfigError, check
 from systems.core.events import read_events
 from systems.core.process import alive
-from systems.registry import profile
-from tests.clients import (
+from tests.support.cli import ROOT, bench
+from tests.support.clients import (
     admin,
     consume_all,
     incremental_alter,
     create_topics,
     idempotent_producer,
     produce_all,
-    start_cluster,
     wait_for,
 )
-from tests.rawclient import RawConn
+from tests.support.clusters import cluster_fixture
+from tests.support.rawclient import RawConn
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
-
-
-def _start(tmp_path_factory, system: str, brokers: int, **config) -> Cluster:
-    return start_cluster(tmp_path_factory, system, brokers, {**FAST, **config})
-
-
-@pytest.fixture(scope="module")
-def repl(tmp_path_factory):
-    # Static (--config) settings, to be reported as STATIC_BROKER_CONFIG.
-    c = _start(tmp_path_factory, "replication", 3, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    c = _start(tmp_path_factory, "shared", 2, **{"num.partitions": "2"})
-    yield c
-    c.stop()
+# Static (--config) settings, to be reported as STATIC_BROKER_CONFIG.
+repl = cluster_fixture("replication", 3, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
+shared = cluster_fixture("shared", 2, **{"num.partitions": "2"})
 
 
 def _conf_admin(c: Cluster, **extra) -> AdminClient:
@@ -302,8 +282,7 @@ def test_elect_leaders_shared(shared):
 
 
 def _cli(*args, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", "cluster", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return bench("cluster", *args, timeout=timeout)
 
 
 def test_elect_leaders_and_kill_restart_cli(repl):
@@ -358,28 +337,7 @@ def test_elect_leaders_and_kill_restart_cli(repl):
     assert err is not None and err.code() == KafkaError.ELECTION_NOT_NEEDED, out
 
 
-# -- unknown settings ---------------------------------------------------------------------------
-def test_check_function():
-    assert check({"num.partitions": "3"}, profile("replication")) == {"num.partitions": 3}
-    assert check(["wal.upload.threshold.bytes"], profile("shared")) == {"wal.upload.threshold.bytes": None}
-    with pytest.raises(ConfigError, match="wal.upload.threshold.bytes"):
-        check({"wal.upload.threshold.bytes": "1"}, profile("replication"))
-    with pytest.raises(ConfigError, match="'abc'"):
-        check({"min.insync.replicas": "abc"}, profile("shared"))
-
-
-@pytest.mark.parametrize("setting,named", [("nosuch.key=1", "'nosuch.key'"),
-                                           ("broker.session.timeout.ms=abc", "broker.session.timeout.ms='abc'")])
-def test_cluster_start_refuses_bad_settings(tmp_path, setting, named):
-    t0 = time.monotonic()
-    r = _cli("start", "--dir", str(tmp_path / "c"), "--brokers", "1", "--config", setting, timeout=10)
-    assert time.monotonic() - t0 < 5
-    assert r.returncode == 2 and r.stdout == "", r
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and named in lines[0] and "Traceback" not in r.stderr, r.stderr
-    assert not os.path.exists(tmp_path / "c" / "cluster.json")  # nothing started
-
-
+# -- unknown settings (the pure check: tests/unit/test_config_check.py; the CLI: tests/harness/test_cli_refusals.py)
 def test_processes_refuse_unknown_settings(tmp_path):
     """Defence in depth: the broker and controller processes refuse an unknown key themselves."""
     cfg = json.dumps({"nosuch.key": "1"})

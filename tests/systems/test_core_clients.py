@@ -7,7 +7,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition as KTP
 from kafka.admin import NewTopic
 
-from tests.clients import admin, consume_all, create_topics, idempotent_producer, produce_all
+from tests.support.clients import admin, consume_all, create_topics, idempotent_producer, produce_all
 
 N_MESSAGES = 100_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from tests.clients import admin, consume_all, create_topics, idempotent_producer, produce_all, wait_for
+from tests.support.clients import admin, consume_all, create_topics, idempotent_producer, produce_all, wait_for
 
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, int]:

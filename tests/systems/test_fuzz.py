@@ -12,8 +12,8 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from systems.core.process import alive as _alive
-from tests.clients import consume_all, create_topics, idempotent_producer, produce_all
-from tests.rawclient import batch
+from tests.support.clients import consume_all, create_topics, idempotent_producer, produce_all
+from tests.support.rawclient import batch
 
 MAX_REQUEST = 1024 * 1024
 EXAMPLES = 1200

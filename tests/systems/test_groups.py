@@ -35,34 +35,18 @@ from bench.run.cluster import Cluster
 from systems.core.events import read_events
 from systems.core.groups import (GROUP_ID_NOT_FOUND, ILLEGAL_GENERATION, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED,
                                  NON_EMPTY_GROUP, NOT_COORDINATOR, OFFSETS_TOPIC, UNKNOWN_MEMBER_ID, partition_for)
-from tests.clients import admin, create_topics, idempotent_producer, produce_all, start_cluster, wait_for
-from tests.rawclient import RawConn
+from tests.support.clients import admin, create_topics, idempotent_producer, produce_all, wait_for
+from tests.support.clusters import GROUPS, cluster_fixture
+from tests.support.rawclient import RawConn
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
-        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 SESSION_MS = 6000
 PARTS = 4
 SYSTEMS = ["replication", "shared"]
 
-
-def _start(tmp_path_factory, system: str, brokers: int, **config) -> Cluster:
-    return start_cluster(tmp_path_factory, system, brokers, {**FAST, **config})
-
-
-@pytest.fixture(scope="module")
-def repl(tmp_path_factory):
-    c = _start(tmp_path_factory, "replication", 3, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    c = _start(tmp_path_factory, "shared", 2)
-    yield c
-    c.stop()
+repl = cluster_fixture("replication", 3, **GROUPS, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
+shared = cluster_fixture("shared", 2, **GROUPS)
 
 
 @pytest.fixture(params=SYSTEMS)
@@ -535,23 +519,6 @@ def test_bad_group_requests(cluster):
     assert res.error_code == GROUP_ID_NOT_FOUND
     # Every answer came at once (no request waited on a timeout).
     assert time.monotonic() - t0 < 10
-
-
-def test_partition_for_is_kafkas():
-    """Java's String.hashCode over UTF-16 units, Kafka's Utils.abs (MIN_VALUE -> 0)."""
-    assert partition_for("", 50) == 0
-    assert partition_for("hello", 1 << 30) == 99162322
-    assert partition_for("polygenelubricants", 7) == 0  # hashCode is Integer.MIN_VALUE
-    assert partition_for("\u00e9", 1000) == 233
-    assert partition_for("\U0001F600", 1 << 30) == 55357 * 31 + 56832  # a surrogate pair
-    assert partition_for("console-consumer-1", 50) == abs(_java_hash("console-consumer-1")) % 50
-
-
-def _java_hash(s: str) -> int:
-    h = 0
-    for ch in s:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def _send(conn: RawConn, req) -> None:

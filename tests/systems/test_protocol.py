@@ -1,4 +1,8 @@
-"""Wire-level behaviour: versions, framing limits, record validation, idempotence."""
+"""Wire-level behaviour: versions, framing limits, record validation, idempotence.
+
+One single-broker cluster for the module (the tests only open connections of their own and
+produce to topics of their own: "raw" for record validation, "seq" for the idempotent sequences);
+the test of a non-leader starts its own two brokers."""
 from __future__ import annotations
 
 import struct
@@ -9,25 +13,34 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from systems.core import errors
-from tests.clients import create_topics
-from tests.rawclient import RawConn, batch
+from tests.support.clients import create_topics
+from tests.support.clusters import FAST, start_cluster
+from tests.support.rawclient import RawConn, batch
 
 
-@pytest.fixture
-def one_broker(make_cluster):
-    c = make_cluster(brokers=1, socket_request_max_bytes=1024 * 1024)
-    create_topics(c.bootstrap, [NewTopic("raw", 1, 1)])
-    b = c.brokers[1]
-    return c, (b.host, b.port)
+@pytest.fixture(scope="module")
+def one_broker(tmp_path_factory):
+    c = start_cluster(tmp_path_factory, "replication", 1, {**FAST, "socket.request.max.bytes": str(1024 * 1024)})
+    try:
+        create_topics(c.bootstrap, [NewTopic("raw", 1, 1), NewTopic("seq", 1, 1)])
+        b = c.brokers[1]
+        yield c, (b.host, b.port)
+    finally:
+        c.stop()
 
 
-def produce(conn: RawConn, records: bytes, acks: int = -1, version: int = 9):
+def produce(conn: RawConn, records: bytes, acks: int = -1, version: int = 9, topic: str = "raw"):
     req = ProduceRequest[version](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name="raw", partition_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)])])
     resp = conn.request(req, ProduceResponse)
     pr = resp.responses[0].partition_responses[0]
     return pr.error_code, pr.base_offset
+
+
+def seq(conn: RawConn, records: bytes):
+    """produce() to the idempotence test's own topic."""
+    return produce(conn, records, topic="seq")
 
 
 def test_api_versions_lists_what_is_implemented(one_broker):
@@ -99,20 +112,20 @@ def test_idempotent_sequences(one_broker):
     assert init.error_code == 0 and init.producer_id >= 0
     pid, epoch = init.producer_id, init.producer_epoch
     b0 = batch([b"m0", b"m1", b"m2"], pid, epoch, 0)
-    assert produce(conn, b0) == (0, 0)
+    assert seq(conn, b0) == (0, 0)
     # The same batch again is a duplicate: answered with its first offset, not appended.
-    assert produce(conn, b0) == (0, 0)
-    assert produce(conn, batch([b"m3"], pid, epoch, 3)) == (0, 3)
+    assert seq(conn, b0) == (0, 0)
+    assert seq(conn, batch([b"m3"], pid, epoch, 3)) == (0, 3)
     # A gap in the sequence is out of order.
-    assert produce(conn, batch([b"m9"], pid, epoch, 9))[0] == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert seq(conn, batch([b"m9"], pid, epoch, 9))[0] == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     # An older epoch is fenced.
     bumped = conn.request(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
                                                    producer_id=pid, producer_epoch=epoch), InitProducerIdResponse)
     assert bumped.producer_epoch == epoch + 1
-    assert produce(conn, batch([b"n0"], pid, epoch + 1, 0)) == (0, 4)
-    assert produce(conn, batch([b"old"], pid, epoch, 4))[0] == errors.INVALID_PRODUCER_EPOCH
+    assert seq(conn, batch([b"n0"], pid, epoch + 1, 0)) == (0, 4)
+    assert seq(conn, batch([b"old"], pid, epoch, 4))[0] == errors.INVALID_PRODUCER_EPOCH
     # A producer the partition never saw must start at sequence 0.
-    assert produce(conn, batch([b"x"], pid + 500, 0, 7))[0] == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert seq(conn, batch([b"x"], pid + 500, 0, 7))[0] == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_produce_to_non_leader_and_unknown_topic(make_cluster):

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer
 from kafka.admin import NewTopic
 from kafka.structs import TopicPartition as KTP
 
-from tests.clients import (admin, consume_all, idempotent_producer, incremental_alter, produce_all, start_cluster,
-                           wait_for)
+from tests.support.clients import admin, consume_all, idempotent_producer, incremental_alter, produce_all, wait_for
+from tests.support.clusters import start_cluster
 
 KiB, MiB = 1 << 10, 1 << 20
 SEGMENT = 256 * KiB

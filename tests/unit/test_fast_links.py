@@ -8,7 +8,7 @@ from bench.run import observe, runner
 from bench.run.runner import Run
 from bench.scenario import load_scenario
 
-SWEEP_SHARED = Path(__file__).resolve().parents[1] / "workloads" / "scenarios" / "sweep-shared.yaml"
+SWEEP_SHARED = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "sweep-shared.yaml"
 
 
 class FakeNetwork:

@@ -9,7 +9,7 @@ import pytest
 from bench.analysis import figures as fig
 from bench.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_figure_blocks_are_what_the_stored_extracts_render():

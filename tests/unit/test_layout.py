@@ -9,7 +9,7 @@ from pathlib import Path
 
 from systems.registry import NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("bench", "systems", "workloads")
 
 

@@ -6,7 +6,7 @@ import os
 from systems.core import records
 from systems.core.log import LocalLog
 from systems.core.metalog import MetadataLog
-from tests.rawclient import batch
+from tests.support.rawclient import batch
 
 
 def _append(log: LocalLog, values) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import pytest
 
 from bench.analysis import model as mdl
 from bench.analysis import projection
-from tests.test_model import MiB, copy_pt, shared_pt, tiered_pt
+from tests.unit.test_model import MiB, copy_pt, shared_pt, tiered_pt
 
 
 def _copy(sizes=(1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB)):

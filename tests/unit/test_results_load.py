@@ -15,7 +15,7 @@ from bench.analysis.aggregate import TABLES, AggregateResult, write_outputs, wri
 from bench.results import ATTRS, NoAggregateError, Results, load
 
 MiB = 2**20
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_tables(fits: bool = True) -> dict[str, list[dict]]:

@@ -12,7 +12,7 @@ from bench.scenario import (
     split_repetition,
 )
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "workloads" / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "workloads" / "scenarios").glob("*.yaml"))
 REASSIGN_ONE = next(p for p in SCENARIOS if p.name == "reassign-one.yaml")
 
 
