@@ -20,6 +20,23 @@ from tests.support.clusters import FAST, make_cluster, run_scenario  # noqa: E40
 from tests.support.leftovers import networks_left  # noqa: E402
 
 
+# The folders, in the order a whole run takes them: what starts least first, so a broken build
+# fails within a minute. A test file anywhere else is refused (it would say nothing of its needs).
+FOLDERS = ("unit", "systems", "harness", "benchmarks")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def folder(item) -> str:
+        rel = item.path.resolve().relative_to(TESTS).parts
+        if len(rel) < 2 or rel[0] not in FOLDERS:
+            raise pytest.UsageError(f"{item.path}: a test belongs in one of tests/{{{','.join(FOLDERS)}}} "
+                                    "(tests/conftest.py), by what it starts")
+        return rel[0]
+
+    items.sort(key=lambda item: FOLDERS.index(folder(item)))  # stable: a module's tests stay together
+
+
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
     --benchmark-only (`make bench-throughput`, `make bench-gate`), never shown as skipped."""

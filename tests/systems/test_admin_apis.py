@@ -4,8 +4,9 @@ systems: DescribeLogDirs, ElectLeaders, CreatePartitions, DescribeConfigs for br
 with Kafka's config sources, unknown settings refused, `cluster kill-broker` / `restart-broker`,
 and the brokers' `client_connected` journal events.
 
-One cluster per system for the whole module (started once: these tests only add topics and
-dynamic configs of their own), every process stopped by PID at the end.
+One cluster per system (the fixtures repl and shared of tests/systems/conftest.py, shared with
+test_groups.py: these tests only add topics and dynamic configs of their own), every process
+stopped by PID at the end.
 """
 from __future__ import annotations
 
@@ -39,14 +40,9 @@ from tests.support.clients import (
     produce_all,
     wait_for,
 )
-from tests.support.clusters import cluster_fixture
 from tests.support.rawclient import RawConn
 
 pytestmark = pytest.mark.timeout(180)
-
-# Static (--config) settings, to be reported as STATIC_BROKER_CONFIG.
-repl = cluster_fixture("replication", 3, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
-shared = cluster_fixture("shared", 2, **{"num.partitions": "2"})
 
 
 def _conf_admin(c: Cluster, **extra) -> AdminClient:

@@ -5,8 +5,9 @@ consumed, committed offsets honoured by a new member), committed offsets survivi
 move and a kill -9 of the coordinator, the admin group APIs of both admin clients, and Kafka's
 error codes for bad group requests.
 
-One cluster per system for the module (3 brokers for the copy system, 2 for the shared one),
-short session timeouts and group.initial.rebalance.delay.ms=0; every process is stopped by PID.
+One cluster per system (the fixtures repl and shared of tests/systems/conftest.py, shared with
+test_admin_apis.py: 3 brokers for the copy system, 2 for the shared one), short session timeouts
+and group.initial.rebalance.delay.ms=0; every process is stopped by PID.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ from systems.core.events import read_events
 from systems.core.groups import (GROUP_ID_NOT_FOUND, ILLEGAL_GENERATION, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED,
                                  NON_EMPTY_GROUP, NOT_COORDINATOR, OFFSETS_TOPIC, UNKNOWN_MEMBER_ID, partition_for)
 from tests.support.clients import admin, create_topics, idempotent_producer, produce_all, wait_for
-from tests.support.clusters import GROUPS, cluster_fixture
 from tests.support.rawclient import RawConn
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,9 +44,6 @@ pytestmark = pytest.mark.timeout(180)
 SESSION_MS = 6000
 PARTS = 4
 SYSTEMS = ["replication", "shared"]
-
-repl = cluster_fixture("replication", 3, **GROUPS, **{"default.replication.factor": "3", "min.insync.replicas": "2"})
-shared = cluster_fixture("shared", 2, **GROUPS)
 
 
 @pytest.fixture(params=SYSTEMS)
