@@ -1,7 +1,8 @@
 """Spark aggregation on a small synthetic results directory (SYNTHETIC TEST FIXTURES from
 bench/analysis/synthetic.py, written through HistoryWriter), checked against bench/check/.
 
-One Spark session for the whole module (local[2], 1g, UI off, loopback), always stopped.
+One Spark session (the `spark` fixture of tests/harness/conftest.py: local[2], 1g, UI off, loopback,
+shared with test_consumer_runs.py), always stopped.
 """
 from __future__ import annotations
 
@@ -31,12 +32,6 @@ from bench.history.store import HistoryWriter, event_row, read_history, send_row
 from bench.analysis.synthetic import SynthRun, write_run
 
 MiB = 2**20
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with spark_session("local[2]", driver_memory="1g", shuffle_partitions=2) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

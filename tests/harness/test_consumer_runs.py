@@ -13,6 +13,7 @@ import pytest
 from bench.history.store import read_history
 from bench.run.runner import run_scenario
 from bench.scenario import parse_scenario
+from tests.support.clusters import FAST
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -20,8 +21,7 @@ SYSTEMS = ("replication", "shared")
 SCENARIO = {
     "name": "consume-small",
     "system": {"kind": "replication", "brokers": 3,
-               "extra": {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
-                         "group.initial.rebalance.delay.ms": "0"}},
+               "extra": {**FAST, "group.initial.rebalance.delay.ms": "0"}},
     "workload": {"topics": [{"name": "hot", "partitions": 1}, {"name": "events", "partitions": 2}],
                  "message_bytes": 1024, "produce_rate_msgs_per_s": 150, "duration_s": 12},
     "prefill": {"bytes_per_partition": "4MiB", "topics": ["hot"]},
@@ -91,11 +91,11 @@ def test_tail_members_split_the_partitions_and_consumers_felt_the_actions(consum
     assert cu["bytes_per_s"] > 0
 
 
-def test_aggregate_and_report_show_consumers_of_both_systems(runs, tmp_path):
+def test_aggregate_and_report_show_consumers_of_both_systems(runs, spark, tmp_path):
     from bench.analysis.aggregate import aggregate
     from bench.analysis.report import build_report, load_tables
 
-    aggregate([runs[0]], tmp_path / "agg")
+    aggregate([runs[0]], tmp_path / "agg", spark=spark)
     t = load_tables(tmp_path / "agg")
     assert {x["system"] for x in t["consumers"]} == set(SYSTEMS)
     assert all(x["delivery_valid"] == "true" and x["missing"] == 0 for x in t["consumers"])

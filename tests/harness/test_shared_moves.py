@@ -18,6 +18,7 @@ import pytest
 from bench.history.names import EVENT_MOVE_COMPLETE
 from bench.history.store import read_history
 from bench.run.load import PREFILL_RECORD_BYTES
+from tests.support.clusters import FAST
 
 MiB = 1 << 20
 
@@ -34,8 +35,7 @@ def move_under_load(run_scenario, size: int):
     """Partition m-0 (on broker 1) filled with ``size`` bytes, moved to broker 2 under load."""
     [(run_dir, s)] = run_scenario({
         "name": f"shared-move-{size // MiB}MiB",
-        "system": {"kind": "shared", "brokers": 3,
-                   "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
+        "system": {"kind": "shared", "brokers": 3, "extra": FAST},
         "workload": {"topics": [{"name": "m", "partitions": 1, "replication_factor": 1}], "message_bytes": 1000,
                      "produce_rate_msgs_per_s": 400, "duration_s": 5},
         "prefill": {"bytes_per_partition": size},
