@@ -5,6 +5,7 @@ tests/support/."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+# A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and its children
+# inherit that: the tests that stop a `bench run` with Ctrl-C (SIGINT) would wait in vain. Python's
+# own SIGINT handling here, so every child starts with SIGINT's default action.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from bench.run.network import PREFIX  # noqa: E402
 from tests.support.clients import network_names  # noqa: E402

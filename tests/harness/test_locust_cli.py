@@ -18,7 +18,9 @@ import urllib.request
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support import cli
+
+ROOT = str(cli.ROOT)
 VENV_BIN = os.path.dirname(sys.executable)
 LOCUST = os.path.join(VENV_BIN, "locust")
 README_DIR = "/tmp/locust-demo"  # the README's cluster directory: replaced by a temp dir
