@@ -1,8 +1,13 @@
-"""Shared fixtures: real clusters in temp dirs, always stopped by PID."""
+"""Fixtures for every folder: what a test needs is said by its folder (tests/unit: nothing
+started; tests/systems: brokers and clusters started directly; tests/harness: scenarios through
+the harness's runner, CLI, Locust or Spark; tests/benchmarks: measurements). Shared support is in
+tests/support/."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +15,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.run.cluster import Cluster  # noqa: E402
+# A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and its children
+# inherit that: the tests that stop a `bench run` with Ctrl-C (SIGINT) would wait in vain. Python's
+# own SIGINT handling here, so every child starts with SIGINT's default action.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 from bench.run.network import PREFIX  # noqa: E402
-from tests.clients import network_names  # noqa: E402
+from tests.support.clients import network_names  # noqa: E402
+from tests.support.clusters import FAST, make_cluster, run_scenario  # noqa: E402,F401  (fixtures; FAST: old import path)
+from tests.support.leftovers import networks_left  # noqa: E402
+
+
+# The folders, in the order a whole run takes them: what starts least first, so a broken build
+# fails within a minute. A test file anywhere else is refused (it would say nothing of its needs).
+FOLDERS = ("unit", "systems", "harness", "benchmarks")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def folder(item) -> str:
+        rel = item.path.resolve().relative_to(TESTS).parts
+        if len(rel) < 2 or rel[0] not in FOLDERS:
+            raise pytest.UsageError(f"{item.path}: a test belongs in one of tests/{{{','.join(FOLDERS)}}} "
+                                    "(tests/conftest.py), by what it starts")
+        return rel[0]
+
+    items.sort(key=lambda item: FOLDERS.index(folder(item)))  # stable: a module's tests stay together
+
 
 def pytest_ignore_collect(collection_path, config):
     """Benchmarks (tests/benchmarks) are measurements, not tests: collected only with
@@ -23,51 +53,14 @@ def pytest_ignore_collect(collection_path, config):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_network_left_behind():
-    """After the whole session, no namespace or link that a test's cluster made is left."""
+def no_network_left_behind(tmp_path_factory):
+    """After the whole session, no namespace or link that a test's cluster made is left. Every
+    cluster of the session lives under pytest's temp dir (the runner's too: BENCH_CLUSTER_TMP), so
+    networks of other sessions running on the machine are not counted."""
+    os.environ.setdefault("BENCH_CLUSTER_TMP", str(tmp_path_factory.mktemp("clusters")))
+    roots = [tmp_path_factory.getbasetemp(), Path(os.environ["BENCH_CLUSTER_TMP"])]
     before = set(network_names(PREFIX))
     yield
-    left = sorted(set(network_names(PREFIX)) - before)
+    left = networks_left(before, roots)
     if left:
         pytest.fail(f"the tests left network objects behind: {', '.join(left)}")
-
-
-FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
-
-
-@pytest.fixture
-def make_cluster(tmp_path):
-    """make_cluster(system="replication", brokers=3, **config) -> started Cluster."""
-    started: list[Cluster] = []
-
-    def make(system: str = "replication", brokers: int = 3, name: str = "cluster", **config) -> Cluster:
-        cfg = dict(FAST)
-        cfg.update({k.replace("_", "."): str(v) for k, v in config.items()})
-        c = Cluster(system, brokers, str(tmp_path / name), cfg)
-        started.append(c)
-        return c.start(timeout=60)
-
-    yield make
-    for c in started:
-        c.stop()
-
-
-@pytest.fixture
-def run_scenario(tmp_path):
-    """run_scenario(data, overrides=()) -> [(run_dir, summary), ...]: a scenario (a dict as in a
-    YAML file, or a built-in name) run through the harness's own runner and checkers, exactly as
-    `python -m bench run` does, with results under the test's temp dir."""
-    from bench.run.runner import run_scenario as run
-    from bench.scenario import load_scenario, parse_scenario, resolve_scenario
-
-    count = [0]
-
-    def go(data, overrides=()):
-        count[0] += 1
-        if isinstance(data, str):
-            sc = load_scenario(resolve_scenario(data), list(overrides))
-        else:
-            sc = parse_scenario(data, "<test>", list(overrides))
-        return run(sc, out_dir=tmp_path / f"run-{count[0]}", progress=False)
-
-    return go

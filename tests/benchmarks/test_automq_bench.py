@@ -22,7 +22,7 @@ import json
 import pytest
 
 from tests.benchmarks.runs import CLOCK
-from tests.clients import netns_unavailable
+from tests.support.clients import netns_unavailable
 
 _NO_NETNS = netns_unavailable()
 pytestmark = pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")

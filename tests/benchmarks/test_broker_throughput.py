@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import NewTopic
 
 from bench.run.load import prefill
-from tests.clients import create_topics
+from tests.support.clients import create_topics
 
 MSG = 4096
 N = 50_000  # ~205 MB per round

@@ -45,7 +45,7 @@ from bench.report.blocks import load_cpu_per_1000
 from bench.run.cluster import Cluster
 from bench.run.load import prefill
 from tests.benchmarks.runs import CLOCK, MiB, moves_of, round_robin
-from tests.clients import create_topics, netns_unavailable
+from tests.support.clients import create_topics, netns_unavailable
 
 MSG = 4096
 # The move gates run on emulated links; skipped only where `ip netns add` is not permitted.

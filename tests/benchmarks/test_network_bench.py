@@ -25,7 +25,7 @@ import pytest
 from bench.history.store import read_history
 from bench.units import rate_bits
 from tests.benchmarks.runs import CLOCK, TOPIC, MiB, moves_of, round_robin
-from tests.clients import netns_unavailable
+from tests.support.clients import netns_unavailable
 
 # Skipped, like tests/test_network.py, only where `ip netns add` is not permitted.
 _NO_NETNS = netns_unavailable()

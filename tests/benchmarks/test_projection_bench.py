@@ -19,7 +19,7 @@ import pytest
 from bench.analysis import model as mdl
 from bench.analysis import projection
 from bench.analysis.aggregate import spark_session
-from tests.test_model import MiB, copy_pt, shared_pt
+from tests.unit.test_model import MiB, copy_pt, shared_pt
 
 TARGET_S = 120.0
 MIN_POINTS = 100_000

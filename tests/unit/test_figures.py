@@ -1,0 +1,164 @@
+"""The README's figures come from extracts of stored runs (bench/report/blocks.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.report import blocks as fig
+from bench.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_figure_blocks_are_what_the_stored_extracts_render():
+    text = (ROOT / "README.md").read_text()
+    names = [m["name"] for m in fig.BLOCK.finditer(text)]
+    assert names, "README.md has no figure block"
+    assert fig.figures(check=True) == [], "run `python -m bench figures` and commit the README"
+
+
+def _summary(run_id: str, move_s: float, *, rep: int | None, new: bool = True, valid: bool | None = True) -> dict:
+    s = {
+        "run_id": run_id, "scenario": "sc", "system": "replication", "started_at": "2026-11-20T10:00:00+00:00",
+        "params": {"prefill_bytes_per_partition": 16 << 20, "replication_factor": 1, "link_rate": "100mbit"},
+        "checks": {"valid": valid, "latency": {"actions": [{"action_id": 0, "all": {"during": {"p99_ms": 40.0 + rep}}}]}},
+        "moves": [{"action_id": 0, "move_seconds": move_s, "partition_bytes": 1000, "bytes_moved_inter_broker": 1200,
+                   "bytes_moved_objstore": 0, "unavailable_seconds": 0.1}],
+        "producer": {"acked": 2000, "load_seconds": 20.0, "latency_ms": {"p99": 12.0}},
+        "outages": [],
+        "cpu": {"load": 10.0},
+    }
+    if new:
+        s.update(config_id=run_id.split("__rep=")[0], repetition=rep,
+                 provenance={"date": "2026-11-24T01:00:00+00:00",
+                             "machine": {"cpus": 2, "mem_gib": 23.5, "kernel": "6.1.0", "python": "3.11.7"},
+                             "git": {"commit": "abc123", "dirty": False}, "versions": {}, "links_emulated": True})
+    else:
+        s.update(git_commit="def456", machine={"cpus": 4, "mem_gib": 8.0, "platform": "Linux-6.2.0-x86_64-with-glibc2.36",
+                                               "python": "3.11.7"})
+    return s
+
+
+def _write(d: Path, s: dict) -> None:
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(s))
+
+
+@pytest.fixture
+def results(tmp_path):
+    """results/ of a suite: configuration `a` three times (new summaries), `old` once (a summary
+    written before provenance and repetitions), and the suite's list of its runs."""
+    root = tmp_path / "results"
+    runs = []
+    for rep, secs in [(1, 2.0), (2, 3.0), (3, 2.5)]:
+        rid = f"a__rep={rep}"
+        _write(root / "sc" / "T1" / rid, _summary(rid, secs, rep=rep, valid=None if rep == 3 else True))
+        runs.append(f"results/sc/T1/{rid}")
+    _write(root / "sc" / "T2" / "old", _summary("old", 7.0, rep=1, new=False))
+    runs.append("results/sc/T2/old")
+    (root / "suite-default" / "T1").mkdir(parents=True)
+    (root / "suite-default" / "T1" / "suite.json").write_text(json.dumps({"suite": "default", "runs": runs}))
+    return root
+
+
+def test_collect_pools_repetitions_and_reads_both_provenance_formats(results, tmp_path):
+    out = fig.collect([results / "suite-default" / "T1"], "s", tmp_path / "m")
+    e = json.loads(out.read_text())
+    assert e["kind"] == "runs"
+    a, old = e["configurations"]
+    assert [r["run_id"] for r in a["runs"]] == ["a__rep=1", "a__rep=2", "a__rep=3"]
+    assert a["figures"]["move_seconds"] == {"median": 2.5, "min": 2.0, "max": 3.0, "n": 3}
+    assert a["figures"]["p99_during_move_ms"] == {"median": 42.0, "min": 41.0, "max": 43.0, "n": 3}
+    assert a["figures"]["bytes_moved"]["median"] == 1200
+    assert a["figures"]["outage_seconds"] is None
+    # 10 % of a core for 20 s = 2 CPU s over 2,000 acked messages: 1 CPU s per 1,000
+    assert a["figures"]["load_cpu_s_per_1000_msgs"]["median"] == pytest.approx(1.0)
+    assert a["verdicts"] == {"pass": 2, "fail": 0, "unknown": 1}
+    assert a["runs"][0]["provenance"] == {"date": "2026-11-24T01:00:00+00:00", "commit": "abc123", "dirty": False,
+                                          "machine": {"cpus": 2, "mem_gib": 23.5, "kernel": "6.1.0"},
+                                          "links_emulated": True}
+    assert old["config_id"] == "old" and old["figures"]["move_seconds"]["n"] == 1
+    assert old["runs"][0]["provenance"] == {"date": "2026-11-20T10:00:00+00:00", "commit": "def456", "dirty": None,
+                                            "machine": {"cpus": 4, "mem_gib": 8.0, "kernel": "6.2.0"},
+                                            "links_emulated": True}
+    # a results root finds the same runs as the suite's list
+    again = json.loads(fig.collect([results], "r", tmp_path / "m").read_text())
+    assert [c["config_id"] for c in again["configurations"]] == ["a", "old"]
+
+
+def test_render_check_and_missing_extract(results, tmp_path, capsys):
+    m = tmp_path / "m"
+    fig.collect([results / "sc"], "s", m)
+    doc = tmp_path / "R.md"
+    doc.write_text("intro\n<!-- figures:s begin -->\nmove 9.99 s\n<!-- figures:s end -->\nrest\n")
+    assert main_code(["figures", "--check", "--file", str(doc), "--dir", str(m)]) == 1
+    assert "figures:s" in capsys.readouterr().err
+    assert "9.99" in doc.read_text()  # --check writes nothing
+    assert main_code(["figures", "--file", str(doc), "--dir", str(m)]) == 0
+    text = doc.read_text()
+    assert text.startswith("intro\n<!-- figures:s begin -->\n") and text.endswith("<!-- figures:s end -->\nrest\n")
+    assert "| sc | replication, RF 1 | 16 MiB | 3 (2/0/1) | 2.50 (2.00-3.00) |" in text
+    assert "4 run(s); 2026-11-20 to 2026-11-24; commit `abc123`, `def456 (dirty: unknown)`" in text
+    assert main_code(["figures", "--check", "--file", str(doc), "--dir", str(m)]) == 0
+    doc.write_text("<!-- figures:nothing begin -->\n<!-- figures:nothing end -->\n")
+    assert main_code(["figures", "--check", "--file", str(doc), "--dir", str(m)]) == 1
+    assert "no extract" in capsys.readouterr().err
+
+
+def test_collect_benchmark_json(tmp_path):
+    src = tmp_path / "b.json"
+    src.write_text(json.dumps({
+        "datetime": "2026-11-24T01:00:00", "commit_info": {"id": "abc123", "dirty": False},
+        "machine_info": {"release": "6.1.0", "python_version": "3.11.7", "cpu": {"count": 2, "brand_raw": "Xeon"}},
+        "benchmarks": [{"name": "test_gate_copy_throttle[quick]", "extra_info": {"ratio": 1.01, "moves": [1, 2], "40mbit": {"mb_per_s": 2.5, "acked": 7}},
+                        "stats": {"median": 2.25, "min": 2.1, "max": 2.3, "rounds": 3, "mean": 2.2}}]}))
+    every = json.loads(fig.collect([src], "g", tmp_path / "m").read_text())
+    assert every["benchmarks"][0]["extra_info"] == {"ratio": 1.01, "40mbit.mb_per_s": 2.5, "40mbit.acked": 7}
+    e = json.loads(fig.collect([src], "g", tmp_path / "m", extra=["ratio"]).read_text())
+    assert e["provenance"] == {"date": "2026-11-24T01:00:00", "commit": "abc123", "dirty": False,
+                               "machine": {"cpus": 2, "cpu": "Xeon", "kernel": "6.1.0", "python": "3.11.7"}}
+    assert e["benchmarks"] == [{"name": "test_gate_copy_throttle[quick]", "rounds": 3, "median": 2.25, "min": 2.1,
+                                "max": 2.3, "extra_info": {"ratio": 1.01}}]
+    assert "| `test_gate_copy_throttle[quick]` | 2.25 | 2.10-2.30 | 3 | ratio 1.01 |" in fig.render("g", tmp_path / "m")
+
+
+def test_fmt_never_uses_exponents():
+    assert [fig.fmt(x) for x in (1163.4, 0.00012345, 16.0, 2.5, 0.405, None)] == \
+        ["1,163", "0.000123", "16.0", "2.50", "0.405", "-"]
+
+
+def main_code(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code
+
+
+def test_collect_and_render_a_model_extract(tmp_path):
+    model = {
+        "models": {"replication": {"system": "replication", "formula": "t = 0.8 s + B / (0.85 x T - r)", "n": 12,
+                                   "runs": "a,b", "fixed_s": 0.8, "fixed_se": 0.1, "efficiency": 0.85}},
+        "validation": [{"system": "replication", "axis": "size", "label": "64 MiB", "status": "ok", "error_pct": -3.2,
+                        "target_pct": 15.0, "measured_s": 14.1, "predicted_s": 13.65, "n_train": 9, "n_test": 3,
+                        "train_runs": ["a"], "test_runs": ["b"], "reason": None, "family": "brokers=4"}],
+        "headline": [{"case": "partition", "title": "One partition", "system": "replication", "link_gbit_s": 1.0,
+                      "status": "validated", "value_s": 3600.0, "value_text": "1.0 h", "error_pct": 3.2,
+                      "validations": ["size"], "reason": None, "basis": "b"},
+                     {"case": "partition", "title": "One partition", "system": "shared", "link_gbit_s": 1.0,
+                      "status": "not validated", "value_s": None, "value_text": None, "error_pct": None,
+                      "validations": [], "reason": "no passing held-out size check", "basis": "b"}],
+        "grid": {"points": 197784},
+    }
+    src = tmp_path / "model.json"
+    src.write_text(json.dumps(model))
+    out = fig.collect([src], "models", out_dir=tmp_path)
+    text = fig.render("models", tmp_path)
+    assert json.loads(out.read_text())["kind"] == "model"
+    assert "| partition | replication | 1 Gbit/s | 1.0 h | ≤ 3.20 % | size |" in text
+    assert "not validated: no passing held-out size check" in text and "| replication | size | 64 MiB | ok |" in text
+    bad = tmp_path / "other" / "model.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"models": {}}))
+    with pytest.raises(fig.FiguresError, match="not an aggregate's model.json"):
+        fig.collect([bad], "x", out_dir=tmp_path)
