@@ -23,7 +23,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 from bench.run.network import PREFIX  # noqa: E402
 from tests.support.clients import network_names  # noqa: E402
-from tests.support.clusters import FAST, make_cluster, run_scenario  # noqa: E402,F401  (fixtures; FAST: old import path)
+from tests.support.clusters import make_cluster, run_scenario  # noqa: E402,F401  (fixtures)
 from tests.support.leftovers import networks_left  # noqa: E402
 
 

@@ -400,7 +400,7 @@ def plan_scale_out(brokers: int, add: int, partitions: Sequence[Partition], rf: 
                    copies: bool = True, fixed_s: float = 0.0) -> list[SimMove]:
     """``add`` brokers join ``brokers``: replicas move from the most loaded broker (by replica
     count; ties to the lower id) to each new broker in turn until each holds its share (total
-    replicas // all brokers), as bench/run/planners.py ``rebalance_plan`` does for one."""
+    replicas // all brokers), as bench/scenario/actions/plans.py ``rebalance_plan`` does for one."""
     cur = _placement(brokers, partitions, rf, seed)
     before = [list(r) for r in cur]
     load: dict[int, list[int]] = {b: [] for b in range(1, brokers + add + 1)}
@@ -446,7 +446,7 @@ def plan_scale_out(brokers: int, add: int, partitions: Sequence[Partition], rf: 
 def plan_drain(brokers: int, drain: int | Sequence[int], partitions: Sequence[Partition], rf: int, seed: int = 0,
                *, copies: bool = True, fixed_s: float = 0.0) -> list[SimMove]:
     """Every replica on the drained broker(s) moves to the least loaded remaining broker (ties
-    to the lower id) that does not hold the partition yet, as bench/run/planners.py
+    to the lower id) that does not hold the partition yet, as bench/scenario/actions/plans.py
     ``drain_plan`` does; partitions in key order."""
     drained = {drain} if isinstance(drain, int) else set(drain)
     cur = _placement(brokers, partitions, rf, seed)

@@ -74,8 +74,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from bench.check import HistoryView, check_all
-from bench.check.moves import copy_start, link_stats, move_link_fill, outage_of, split_bytes_moved
+from bench.check import HistoryView, check_all, check_move_seconds
+from bench.check.metrics import MOVE_METRICS, MoveRef
+from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict, verdict_counts
 from bench.history.names import (
     COUNTER_INTER_BROKER,
@@ -252,8 +253,8 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
         req = m.get("request_ts")
         lc = m.get("leader_change_ts")
         during = _acked_bytes_between(table, tp[0], tp[1], req, lc) if req is not None and lc is not None else None
-        added = set(entry.get("to") or ()) - set(entry.get("from") or ()) or None
-        start = copy_start(v, aid, tp, added)
+        ref = MoveRef(aid, tp[0], tp[1], entry.get("from"), entry.get("to"), req, lc,
+                      secs if isinstance(secs, (int, float)) else None)
         out.append({
             "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
             "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
@@ -269,9 +270,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "unavailable_seconds": unavail.get((aid, tp[0], tp[1])),
             "partition_bytes": prefill.get(tp, 0) + (_acked_bytes_before(table, tp[0], tp[1], req)
                                                      if req is not None else 0),
-            # the bytes the leader said the new replica had to copy (null: it copied from the
-            # log's start, the whole partition; bench.check.moves.copy_start)
-            "copy_bytes_at_request": start["bytes_to_copy"] if start else None,
+            **{metric.name: metric.compute(v, ref) for metric in MOVE_METRICS},  # bench/check/metrics.py
             "phases": dict(sorted(phases.get((aid, tp), {}).items())),
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
@@ -498,8 +497,8 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
 
     Version 1 (no ``schema_version``) spans several shapes; what a summary lacks is filled in:
 
-    * ``moves[].copy_bytes_at_request`` (from before it): from ``view``'s ``copy_start`` events
-      (:func:`~bench.check.moves.copy_start`; left out without a view);
+    * a per-move metric of :data:`~bench.check.metrics.MOVE_METRICS` it lacks (e.g.
+      ``copy_bytes_at_request``, from before it): computed from ``view`` (left out without one);
     * ``moves[].bytes_written_during_move`` (from before the bytes split): ``written_during(move)``,
       the bytes acked on the partition from the request to the leader change, from the raw rows
       (null without it), and the split of ``bytes_moved`` into ``bytes_moved_at_request`` and
@@ -510,14 +509,19 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
     if out.get("schema_version", 1) >= SCHEMA_VERSION:
         return out
+    # the moves as the checker finds them in the history (what a metric may need besides the summary)
+    seen = ({(x["action_id"], x["topic"], x["partition"]): x for x in check_move_seconds(view)["moves"]}
+            if view is not None else {})
     for m in out.get("moves") or []:
         if not isinstance(m, dict):
             continue
-        tp = (m.get("topic"), m.get("partition"))
-        if "copy_bytes_at_request" not in m and view is not None:
-            added = set(m.get("to") or ()) - set(m.get("from") or ()) or None
-            start = copy_start(view, hashable(m.get("action_id")), tp, added)
-            m["copy_bytes_at_request"] = start["bytes_to_copy"] if start else None
+        if view is not None:
+            found = seen.get((hashable(m.get("action_id")), m.get("topic"), m.get("partition")), {})
+            ref = MoveRef(hashable(m.get("action_id")), m.get("topic"), m.get("partition"), m.get("from"),
+                          m.get("to"), m.get("request_ts"), found.get("leader_change_ts"), m.get("move_seconds"))
+            for metric in MOVE_METRICS:
+                if metric.name not in m:
+                    m[metric.name] = metric.compute(view, ref)
         if "bytes_written_during_move" not in m:
             during = written_during(m) if written_during is not None else None
             ib, ob = m.get("bytes_moved_inter_broker"), m.get("bytes_moved_objstore")

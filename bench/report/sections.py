@@ -46,6 +46,10 @@ def _text(x: Text | None, v: View) -> str | None:
     return x(v) if callable(x) else x
 
 
+def _head(head: list[str] | Callable[[View], list[str]], v: View) -> list[str]:
+    return head(v) if callable(head) else head
+
+
 def always(v: View) -> bool:
     return True
 
@@ -58,7 +62,7 @@ def has_moves(v: View) -> bool:
 class Section:
     title: str
     note: Text | None = None
-    head: list[str] | None = None  # a table's header ...
+    head: list[str] | Callable[[View], list[str]] | None = None  # a table's header ...
     rows: Callable[[View], list[list[Any]]] | None = None  # ... and its rows
     bullets: Callable[[View], list[str]] | None = None  # after the table (or alone)
     paragraph: Callable[[View], str] | None = None  # after the table
@@ -78,7 +82,7 @@ class Section:
         if note is not None:
             out += [note, ""]
         if self.rows is not None:
-            out += [md_table(self.head, self.rows(v)), ""]
+            out += [md_table(_head(self.head, v), self.rows(v)), ""]
         if self.bullets is not None:
             out += [f"- {x}" for x in self.bullets(v)] + [""]
         if self.paragraph is not None:
@@ -95,7 +99,7 @@ class Section:
         if note is not None:
             out += f"<p>{md_inline(note)}</p>"
         if self.rows is not None:
-            out += html_table(self.head, self.rows(v), verdict_cols=self.verdict_cols)
+            out += html_table(_head(self.head, v), self.rows(v), verdict_cols=self.verdict_cols)
         if self.bullets is not None:
             out += "<ul>" + "".join(f"<li>{md_inline(x)}</li>" for x in self.bullets(v)) + "</ul>"
         if self.paragraph is not None:
@@ -157,6 +161,9 @@ RESULTS = Section("Results per configuration", note=tb.SPREAD_NOTE, head=tb.RESU
                   rows=lambda v: tb.result_rows(v.configs))
 BYTES = Section("Bytes moved per configuration", note=BYTES_SPLIT_NOTE, head=tb.BYTES_HEAD,
                 rows=lambda v: tb.bytes_rows(v.configs), applies=has_moves)
+MORE_MOVES = Section(tb.MORE_MOVES_TITLE, note=tb.MORE_MOVES_NOTE, head=lambda v: tb.more_moves_head(),
+                     rows=lambda v: tb.more_moves_rows(v.configs),
+                     applies=lambda v: has_moves(v) and bool(tb.more_move_metrics()))
 PROTOCOL = Section(tb.PROTOCOL_TITLE, note=lambda v: tb.protocol_note(), head=tb.PROTOCOL_HEAD,
                    rows=lambda v: tb.protocol_rows(v.configs), applies=has_moves)
 CONSUMERS = Section(tb.CONSUMERS_TITLE, note=tb.CONSUMERS_NOTE, head=tb.CONSUMERS_HEAD,
@@ -191,8 +198,8 @@ OUTAGES = Section("Fault outages", note=OUTAGES_NOTE, head=OUTAGES_HEAD, rows=la
 MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.headline))
 
 # The two documents, in order.
-REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, MEASURED, RESULTS, BYTES, PROTOCOL, CONSUMERS, Figures(),
+REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, MEASURED, RESULTS, BYTES, MORE_MOVES, PROTOCOL, CONSUMERS, Figures(),
           LINK_FILL, SAFETY, FAULTS, MODEL]
-SUMMARY = [PROVENANCE, CONFIGURATIONS, RESULTS, BYTES, CONSUMERS, RUNS, OUTAGES, LINK_FILL, MODELS]
+SUMMARY = [PROVENANCE, CONFIGURATIONS, RESULTS, BYTES, MORE_MOVES, CONSUMERS, RUNS, OUTAGES, LINK_FILL, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

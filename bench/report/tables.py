@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
+from bench.check.metrics import MOVE_METRICS, MoveMetric
 from bench.check.safety import VERDICTS, verdict_counts
 from bench.check.summary import upgrade_summary
 from bench.check.windows import PHASES
@@ -53,6 +54,27 @@ def bytes_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
              cfg_spread(c, "copy_bytes_at_request", format_bytes),
              cfg_spread(c, "bytes_moved", format_bytes), cfg_spread(c, "bytes_moved_at_request", format_bytes),
              cfg_spread(c, "bytes_moved_during_move", format_bytes)] for c in configs if c["moves"]]
+
+
+MORE_MOVES_TITLE = "More move figures per configuration"
+MORE_MOVES_NOTE = ("The per-move metrics declared in bench/check/metrics.py that no other table shows: median "
+                   "(min–max) over each configuration's moves.")
+
+
+def more_move_metrics() -> list[MoveMetric]:
+    """The declared per-move metrics this table shows (those no table of their own shows)."""
+    return [m for m in MOVE_METRICS if m.report_column]
+
+
+def more_moves_head() -> list[str]:
+    return ["configuration", "runs", *[m.label for m in more_move_metrics()]]
+
+
+def more_moves_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    metrics = more_move_metrics()
+    return [[c["config_label"] or c["config_key"], runs_of(c),
+             *[cfg_spread(c, m.name, format_bytes if m.fmt == "bytes" else fmt_num) for m in metrics]]
+            for c in configs if c["moves"]]
 
 
 PROTOCOL_HEAD = ["configuration", "runs", "move_seconds (first ack on the new owner)", "a client sees a target lead",

@@ -93,7 +93,7 @@ def test_tail_members_split_the_partitions_and_consumers_felt_the_actions(consum
 
 def test_aggregate_and_report_show_consumers_of_both_systems(runs, spark, tmp_path):
     from bench.analysis.aggregate import aggregate
-    from bench.analysis.report import build_report, load_tables
+    from bench.report import build_report, load_tables
 
     aggregate([runs[0]], tmp_path / "agg", spark=spark)
     t = load_tables(tmp_path / "agg")

@@ -16,7 +16,7 @@ import json
 import pyarrow.compute as pc
 import pytest
 
-from bench.analysis.faults_doc import replace_section, rows, suite
+from bench.report.faults_doc import replace_section, rows, suite
 from bench.history.store import read_history
 from bench.scenario import builtin_scenarios, resolve_scenario
 from bench.scenario import ScenarioError, expand, load_scenario, parse_scenario

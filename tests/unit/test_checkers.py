@@ -547,3 +547,32 @@ def test_upgrade_summary_turns_an_older_summary_into_the_current_shape():
     assert m["copy_bytes_at_request"] == 4096 and m["bytes_written_during_move"] == 700
     assert up["configuration"]["system_settings"] == {"wal_batch_interval_ms": 200}
     assert upgrade_summary(old)["moves"][0]["bytes_written_during_move"] is None  # no raw rows: unknown
+
+
+def test_a_declared_move_metric_reaches_the_summary_and_the_report(monkeypatch):
+    """A per-move metric is one entry of bench/check/metrics.py: the summary computes it for every
+    move, an older summary gets it on upgrade, and the report's "More move figures" table shows it."""
+    from bench.check import metrics, summary
+    from bench.check.view import HistoryView
+    from bench.report import tables as report_tables
+
+    def elect(v, m):
+        return None if m.leader_change_ts is None else m.leader_change_ts - m.request_ts
+
+    extra = metrics.MoveMetric("elect_seconds", "request to new leader s", "seconds from the request to the "
+                               "first leader change to the new owner", elect)
+    declared = (*metrics.MOVE_METRICS, extra)
+    monkeypatch.setattr(summary, "MOVE_METRICS", declared)
+    s = summary.build_summary(to_table(move_rows()), None)
+    (m,) = s["moves"]
+    assert m["elect_seconds"] is not None and 0 < m["elect_seconds"] <= m["move_seconds"]
+    old = json.loads(json.dumps(s))
+    del old["schema_version"], old["moves"][0]["elect_seconds"]
+    assert summary.upgrade_summary(old, HistoryView(to_table(move_rows())))["moves"][0]["elect_seconds"] == \
+        pytest.approx(m["elect_seconds"])
+
+    monkeypatch.setattr(report_tables, "MOVE_METRICS", declared)
+    assert report_tables.more_moves_head() == ["configuration", "runs", "request to new leader s"]
+    config = {"config_label": "c", "config_key": "c", "runs": 3, "repetitions": 3, "moves": 3,
+              "elect_seconds_median": 0.5, "elect_seconds_min": 0.4, "elect_seconds_max": 0.7}
+    assert report_tables.more_moves_rows([config]) == [["c", "3", "0.5 (0.4–0.7)"]]

@@ -1,6 +1,8 @@
-"""The architecture rules of DESIGN.md, checked on the source: no import cycle between modules,
-`systems/` never imports the harness, and outside the profile registry no harness file compares a
-system's name (the harness asks the system's profile instead)."""
+"""The architecture rules of DESIGN.md and docs/architecture.md, checked on the source: no import
+cycle between modules, layers that import only downwards (`systems/` never imports the harness),
+outside the profile registry no harness file compares a system's name (the harness asks the
+system's profile instead), no private name imported across modules, short harness modules, and a
+results loader that starts no Spark."""
 from __future__ import annotations
 
 import ast
@@ -96,24 +98,70 @@ def test_harness_never_compares_a_system_name():
     assert not offenders, "ask the system's profile instead:\n" + "\n".join(offenders)
 
 
-def test_scenario_layer_never_imports_the_runner():
-    """bench/scenario (and what it stands on, bench/history) act through protocols that bench/run
-    implements (bench/scenario/actions/context.py); they import no layer above them."""
+# The harness's layers, top to bottom: a module may import its own layer and those below it
+# (DESIGN.md: follow the data). bench.results (the aggregate's tables as DataFrames) belongs to the
+# analysis layer; bench.units and the package root are utilities every layer may use; workloads/
+# and systems/ lie below the harness.
+LAYERS = ("bench.cli", "bench.report", "bench.analysis", "bench.run", "bench.check", "bench.scenario",
+          "bench.history", "workloads", "systems")
+LAYER_OF = {"bench.results": "bench.analysis", "bench.__main__": "bench.cli"}
+UTILITIES = ("bench", "bench.units")
+
+
+def _layer(module: str) -> int | None:
+    if module in UTILITIES:
+        return None
+    module = next((v for k, v in LAYER_OF.items() if module == k or module.startswith(k + ".")), module)
+    return next((i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + ".")), None)
+
+
+def test_layers_import_only_downwards():
     modules = _modules()
-    above = ("bench.run", "bench.check", "bench.analysis", "bench.report", "bench.cli")
-    bad = [(m, d) for m, p in modules.items() if m.split(".")[:2] in (["bench", "scenario"], ["bench", "history"])
-           for d in _imports(m, p, modules) if d.startswith(above)]
-    assert not bad, bad
+    bad = []
+    for m, p in modules.items():
+        mine = _layer(m)
+        for d in _imports(m, p, modules):
+            theirs = _layer(d)
+            if mine is not None and theirs is not None and theirs < mine:
+                bad.append(f"{m} ({LAYERS[mine]}) imports {d} ({LAYERS[theirs]}, a layer above it)")
+            if m in UTILITIES and d.startswith("bench.") and d not in UTILITIES:
+                bad.append(f"{m} is a utility but imports {d}")
+    assert not bad, "\n".join(bad)
+
+
+def test_results_loads_no_spark():
+    """`bench.results` reads the aggregate's Parquet tables for a notebook: no JVM, no Spark."""
+    import subprocess
+    import sys
+
+    code = "import bench.results, sys; assert 'pyspark' not in sys.modules, 'pyspark imported'"
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+MAX_LINES = 800
+
+
+def test_no_module_over_800_lines_unless_it_says_why():
+    """A harness module a newcomer must read whole stays short; a longer one says in its docstring
+    why (a line containing "longer than 800 lines because"). The systems under test are exempt: a
+    broker's request handlers are long by nature, and a newcomer to the harness never edits them."""
+    long = []
+    for pkg in ("bench",):
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            text = f.read_text()
+            if text.count("\n") > MAX_LINES and "longer than 800 lines because" not in (ast.get_docstring(ast.parse(text)) or ""):
+                long.append(f"{f.relative_to(ROOT)}: {text.count(chr(10))} lines")
+    assert not long, "\n".join(long)
 
 
 def test_no_private_name_imported_across_modules():
-    """A name another module needs is public (or moves to where it is used). Checked for the
-    packages issue 27 cleaned; the integrator widens it."""
+    """A name another module needs is public (or moves to where it is used)."""
     offenders = []
-    for pkg in ("bench/scenario", "bench/run", "bench/history"):
+    for pkg in (*PACKAGES, "tests"):
         for f in sorted((ROOT / pkg).rglob("*.py")):
             for node in ast.walk(ast.parse(f.read_text(), str(f))):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGES):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith((*PACKAGES, "tests")):
                     offenders += [f"{f.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
                                   if a.name.startswith("_") and not a.name.startswith("__")]
     assert not offenders, "\n".join(offenders)

@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.analysis.aggregate.discovery import StoredRun
 from bench.analysis.aggregate.tables import CONSUMER_FIGURES, PROTOCOL_FIGURES
+from bench.check.metrics import MOVE_METRIC_NAMES
 from bench.check.safety import VERDICTS
 from bench.scenario import MOVE_ACTIONS
 
@@ -68,7 +69,7 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
             "duplicated_count": _sum_known(x["duplicated_count"] for x in run_rows),
             **{f"valid_{v}": sum(1 for x in run_rows if x["valid"] == v) for v in VERDICTS},
         }
-        for name in ("move_seconds", "unavailable_seconds", "partition_bytes", "copy_bytes_at_request", "bytes_moved",
+        for name in ("move_seconds", "unavailable_seconds", "partition_bytes", *MOVE_METRIC_NAMES, "bytes_moved",
                      "bytes_moved_at_request", "bytes_moved_during_move", *PROTOCOL_FIGURES):
             row.update(_spread_cols(name, (m[name] for m in mv)))
         row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))

@@ -12,7 +12,8 @@ from typing import Any
 from bench.analysis.aggregate.discovery import StoredRun, machine_label, provenance_of
 from bench.analysis.aggregate.tables import SAFETY_CHECKS, SAFETY_COUNTS
 from bench.analysis.model import family_of
-from bench.check.moves import LINK_WAYS, copy_start, move_link_fill, outage_of, split_bytes_moved
+from bench.check.metrics import MOVE_METRICS, MoveRef
+from bench.check.moves import LINK_WAYS, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
 from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE
@@ -166,11 +167,11 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
         # summary does not list: the same definitions from the raw rows.
         during = sm.get("bytes_written_during_move") if sm else fa.get("produced_during")
         if sm:
-            copy_bytes = sm.get("copy_bytes_at_request")
+            metrics = {x.name: sm.get(x.name) for x in MOVE_METRICS}
         else:
             aid = next((a.action_id for a in r.view.actions if str(a.action_id) == m["action_id"]), m["action_id"])
-            start = copy_start(r.view, aid, (m["topic"], m["partition"]))
-            copy_bytes = start["bytes_to_copy"] if start else None
+            ref = MoveRef(aid, m["topic"], m["partition"], None, None, m["request_ts"], m["lc_ts"], secs)
+            metrics = {x.name: x.compute(r.view, ref) for x in MOVE_METRICS}
         ph = phases.get((m["run_idx"], m["action_id"]), {})
         unupl = tail_from_phases(r.system, ph) if single else None
         fam = family_of(r.system)
@@ -187,7 +188,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "bytes_moved_inter_broker": ib, "bytes_moved_objstore": ob, "bytes_moved": moved, "bytes_source": bsrc,
             "bytes_written_during_move": during, **split_bytes_moved(moved, during),
             "unuploaded_bytes": unupl,
-            "copy_bytes_at_request": None if copy_bytes is None else float(copy_bytes),
+            **{k: None if x is None else float(x) for k, x in metrics.items()},
             "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
             "bandwidth_bytes_per_s": r.bandwidth,

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.check.metrics import MOVE_METRIC_NAMES
 from bench.check.safety import VERDICTS
 from bench.check.windows import PHASES
 
@@ -30,7 +31,7 @@ CONSUMER_FIGURES = ("e2e_during_p99_ms", "e2e_before_p99_ms", "e2e_after_p99_ms"
                     "catch_up_during_bytes_per_s", "catch_up_before_bytes_per_s")
 # Per-configuration figures given as median, min and max over its runs (configs table).
 SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
-                  "producer_unavailable_seconds", "partition_bytes", "copy_bytes_at_request", "bytes_moved",
+                  "producer_unavailable_seconds", "partition_bytes", *MOVE_METRIC_NAMES, "bytes_moved",
                   "bytes_moved_at_request",
                   "bytes_moved_during_move", *PROTOCOL_FIGURES, *CONSUMER_FIGURES)
 
@@ -70,9 +71,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("bytes_moved_inter_broker", F64), ("bytes_moved_objstore", F64), ("bytes_moved", F64),
         ("bytes_written_during_move", F64), ("bytes_moved_at_request", F64), ("bytes_moved_during_move", F64),
         ("bytes_source", STR), ("unuploaded_bytes", F64),
-        # the bytes the leader told the new replica to copy (tiered storage: the local tail; null:
-        # it copied the whole log), bench.check.moves.copy_start
-        ("copy_bytes_at_request", F64),
+        *[(name, F64) for name in MOVE_METRIC_NAMES],  # bench/check/metrics.py
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
         ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
         # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
