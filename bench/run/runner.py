@@ -212,12 +212,15 @@ class Run:
         self.history = HistoryWriter(self.dir / ".history-runner.parquet", flush_interval_s=2.0)
         started = time.time()
         params = summary_mod.params_of(sc, self.matrix)
+        configuration = summary_mod.configuration_of(sc)
+        # Runs at different object-store latencies are different configurations (never pooled).
+        params["object_store_latency"] = configuration["object_store_latency"] = sc.object_store_latency()
         self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
                                  "provenance": provenance.collect(  # a cluster not started here: its links are not known
                                      links_emulated=sc.network.link_rate is not None if sc.profile.launched else None),
                                  "client_settings": clients.applied(sc.system.client),
-                                 "configuration": summary_mod.configuration_of(sc), "params": params,
+                                 "configuration": configuration, "params": params,
                                  "matrix": self.matrix, "config_id": self.config_id,
                                  "repetition": self.repetition, "repetitions": sc.repetitions}, ts=started)
         error: BaseException | None = None
@@ -269,7 +272,9 @@ class Run:
             self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc),
                                    link_rate=sc.network.link_rate,
                                    object_store_link_rate=sc.network.object_store_link_rate,
-                                   client_link_rate=sc.network.client_link_rate)
+                                   client_link_rate=sc.network.client_link_rate,
+                                   object_store_latency=(sc.network.object_store_latency
+                                                         if sc.profile.object_store is not None else None))
         self.cluster.start(timeout=self.start_timeout_s)
         if not self.cluster.launched:
             self.event(EVENT_EXTERNAL_CLUSTER, {**self.cluster.facts(), "set": self.cluster.config})
