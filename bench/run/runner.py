@@ -19,7 +19,8 @@ Run layout (the aggregation depends on it)::
                             consumers: consume.log, consume.jsonl, consume-spec.json
         cluster/            cluster.json and <process>/events.jsonl (the cluster's journals; the
                             cluster ran in a temporary directory, its data is not kept unless
-                            --keep-data, then it is moved to cluster-data/)
+                            --keep-data, then it is moved to cluster-data/); with an object-store
+                            latency, objstore-proxy.stats.json (the proxy's requests and bytes)
 
 ``<timestamp>`` is UTC ``YYYYmmddTHHMMSSZ``. A matrix invocation also writes ``runs.json`` in
 ``results/<scenario>/<timestamp>/`` listing its runs.
@@ -546,7 +547,7 @@ class Run:
 
     def _collect_cluster(self) -> None:
         """Journals -> history; logs -> run_dir/logs; events.jsonl and cluster.json ->
-        run_dir/cluster/; the temporary cluster directory is then removed (kept as
+        run_dir/cluster/ (with the object-store latency proxy's counters); the temporary cluster directory is then removed (kept as
         run_dir/cluster-data with --keep-data)."""
         from systems.core.events import read_events
 
@@ -565,6 +566,9 @@ class Run:
                 shutil.copy2(f, self.logs / f.name)
         if (cdir / "cluster.json").is_file():
             shutil.copy2(cdir / "cluster.json", dest / "cluster.json")
+        stats = Path(self.cluster.proxy_stats_file)  # the latency proxy's counters: requests, latency added
+        if stats.is_file():
+            shutil.copy2(stats, dest / stats.name)
         for ev in cdir.glob("*/events.jsonl"):
             (dest / ev.parent.name).mkdir(exist_ok=True)
             shutil.copy2(ev, dest / ev.parent.name / "events.jsonl")
