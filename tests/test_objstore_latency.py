@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from bench.latency import Latency, canonical, emulated, parse_latency
 from bench.run.cluster import Cluster, ClusterError
-from bench.run.objstore_probe import probe
+from bench.run.objstore_probe import probe, probe_requests
 from bench.run.objstore_proxy import DelayProxy
 from bench.scenario import ScenarioError, parse_scenario
 from systems.core.process import alive
@@ -104,8 +104,8 @@ def test_distribution_is_drawn_from_its_percentiles():
     assert lat.quantile(0.99) == pytest.approx(0.150) and lat.quantile(0.7) == pytest.approx(0.045)
     assert lat.quantile(0.1) == lat.quantile(0.0) == pytest.approx(0.030)
     theta = lat.tail_theta_s
-    assert theta == pytest.approx(0.090 / __import__("math").log(10))  # through the p90 and p99 points
-    assert lat.quantile(0.999) == pytest.approx(0.150 + theta * __import__("math").log(10))
+    assert theta == pytest.approx(0.090 / math.log(10))  # through the p90 and p99 points
+    assert lat.quantile(0.999) == pytest.approx(0.150 + theta * math.log(10))
     assert parse_latency({"p50": "30ms", "p100": "90ms"}).tail_theta_s is None
     draw = lat.sampler(random.Random(1))
     xs = sorted(draw() for _ in range(40000))
@@ -285,16 +285,10 @@ def test_proxy_lives_and_dies_with_the_object_store(tmp_path):
         assert c.object_store_proxy.port == proxy.port and c.object_store_proxy.pid != proxy.pid
         assert c.config["s3.endpoint"] == f"127.0.0.1:{proxy.port}"
         assert c.object_store_info["endpoint"] == store  # the store's own, not the proxy's
-        assert probe(d, requests=5, direct=False)["proxy_exchanges"] == probe_requests_of(5)
+        assert probe(d, requests=5, direct=False)["proxy_exchanges"] == probe_requests(5)
     finally:
         c.stop()
     assert not alive(c.object_store_proxy.pid, d) and not c.object_store_running()
-
-
-def probe_requests_of(n: int) -> int:
-    from bench.run.objstore_probe import probe_requests
-
-    return probe_requests(n)
 
 
 def test_latency_the_launcher_refuses(tmp_path):
@@ -316,7 +310,7 @@ def _bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")
-def test_cluster_start_with_links_and_latency_then_probe(tmp_path):
+def test_cluster_start_with_links_and_latency_then_probe(tmp_path, capsys):
     """`bench cluster start --link-rate ... --object-store-latency 50ms`: the proxy runs in the
     object store's namespace on its address; `bench objstore-probe` from this namespace (through
     the client link) measures 50 ms at p50 within 10 %, the client's own time included."""
@@ -331,8 +325,12 @@ def test_cluster_start_with_links_and_latency_then_probe(tmp_path):
         proxy = c.object_store_proxy
         assert proxy.host == c.network.node_address("objstore") == c.object_store.host
         assert os.stat(f"/proc/{proxy.pid}/ns/net").st_ino == os.stat(f"/run/netns/{ns}").st_ino
-        st = _bench("cluster", "status", "--dir", d)
-        assert f"latency proxy {proxy.host}:{proxy.port}  pid {proxy.pid}  up  50ms to first byte" in st.stdout
+        from bench.cli import build_parser
+
+        args = build_parser().parse_args(["cluster", "status", "--dir", d])
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert f"latency proxy {proxy.host}:{proxy.port}  pid {proxy.pid}  up  50ms to first byte" in out, out
         p = _bench("objstore-probe", "--dir", d, "--requests", "30", "--json")
         assert p.returncode == 0, (p.stdout, p.stderr)
         res = json.loads(p.stdout)
@@ -340,8 +338,7 @@ def test_cluster_start_with_links_and_latency_then_probe(tmp_path):
         assert all(abs(e) <= 0.10 for e in res["rtt_error"].values()), res
         assert res["within_tolerance"] and res["proxy_exchanges"] == res["probe_requests"], res
     finally:
-        s = _bench("cluster", "stop", "--dir", d)
-        assert s.returncode == 0, s.stderr
+        Cluster.load(d).stop()  # what `bench cluster stop` does
     assert not alive(proxy.pid, d)
 
 

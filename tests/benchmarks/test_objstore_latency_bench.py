@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
