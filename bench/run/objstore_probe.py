@@ -141,7 +141,8 @@ def render(res: dict[str, Any]) -> str:
             r = (res.get(path) or {}).get(op)
             if r:
                 name = f"{op.upper()} {'via proxy' if path == 'nodes' and res['proxy_pid'] else path}"
-                lines.append(f"  {name:14} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} {r['mean_ms']:8.2f}")
+                cells = " ".join(f"{r[k]:8.2f}" for k in ("p50_ms", "p90_ms", "p99_ms", "mean_ms"))
+                lines.append(f"  {name:14} {cells}")
     if "proxy_exchanges" in res:
         lines.append(f"the proxy counted {res['proxy_exchanges']} exchanges for the probe's "
                      f"{res['probe_requests']} requests")

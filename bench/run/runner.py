@@ -547,8 +547,8 @@ class Run:
 
     def _collect_cluster(self) -> None:
         """Journals -> history; logs -> run_dir/logs; events.jsonl and cluster.json ->
-        run_dir/cluster/ (with the object-store latency proxy's counters); the temporary cluster directory is then removed (kept as
-        run_dir/cluster-data with --keep-data)."""
+        run_dir/cluster/ (with the object-store latency proxy's counters); the temporary cluster
+        directory is then removed (kept as run_dir/cluster-data with --keep-data)."""
         from systems.core.events import read_events
 
         if not self.cluster.launched:  # not started here: no journals, no logs of its own
