@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from bench.cli import cluster as cluster_cli
-from bench.cli import figures, reassign, soak
+from bench.cli import figures, objstore, reassign, soak
 from bench.cli import runs as run_cli
 from bench.run.cluster import ClusterError
 
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cli.add_parsers(sub)
     soak.add_parser(sub)
     figures.add_parser(sub)
+    objstore.add_parser(sub)
     return p
 
 

@@ -50,7 +50,8 @@ def cmd_cluster(args) -> int:
             return 2
         config = {**production_defaults(args.system, args.brokers), **_kv(args.config)}
         c = Cluster(args.system, args.brokers, args.dir, config, link_rate=args.link_rate,
-                    object_store_link_rate=args.object_store_link_rate, client_link_rate=args.client_link_rate)
+                    object_store_link_rate=args.object_store_link_rate, client_link_rate=args.client_link_rate,
+                    object_store_latency=args.object_store_latency)
         c.start(timeout=args.timeout)
         print(f"cluster up: {args.system}, {args.brokers} broker(s); default.replication.factor "
               f"{config['default.replication.factor']}, min.insync.replicas {config['min.insync.replicas']}")
@@ -58,6 +59,10 @@ def cmd_cluster(args) -> int:
             n = c.network.to_dict()
             print(f"network: {n['subnet']} (namespaces {n['switch'][:-2]}*), links: "
                   + ", ".join(f"{k} {v['link_rate']}" for k, v in n["nodes"].items()))
+        if c.object_store_proxy is not None:
+            print(f"object store: {c.object_store_info.get('endpoint')} behind a latency proxy on "
+                  f"{c.config['s3.endpoint']} ({c.object_store_latency.text} to first byte; "
+                  f"`python -m bench objstore-probe --dir {args.dir}` measures it)")
         print(f"bootstrap: {c.bootstrap}")
         print(f"state: {c.state_path}  logs: {c.logs_dir}")
         return 0
@@ -79,6 +84,10 @@ def cmd_cluster(args) -> int:
             o = c.object_store
             up = alive(o.pid, c.dir) if o.pid else True
             print(f"  object store {o.host}:{o.port}  pid {o.pid}  {'up' if up else 'DOWN'}")
+        if c.object_store_proxy is not None:
+            x = c.object_store_proxy
+            print(f"  latency proxy {x.host}:{x.port}  pid {x.pid}  {'up' if c.proxy_running() else 'DOWN'}  "
+                  f"{c.object_store_latency.text} to first byte")
         for bid, p in sorted(c.brokers.items()):
             up = st["processes"][f"broker-{bid}"]
             state = "DOWN" if not up else ("fenced" if fenced.get(bid, True) else "serving")
@@ -132,5 +141,10 @@ def add_parser(sub) -> None:
     cl.add_argument("--object-store-link-rate", metavar="RATE", help="the object store's link (default: --link-rate)")
     cl.add_argument("--client-link-rate", metavar="RATE",
                     help="the link of this (root) namespace, where load and clients run (default: --link-rate)")
+    cl.add_argument("--object-store-latency", metavar="LATENCY",
+                    help="a far object store: every node's request gets its response's first byte this long after "
+                         "its last byte, from a delaying proxy next to the store (a system with an object store): "
+                         "20ms, or percentiles p50=30ms,p90=60ms,p99=150ms (0ms: none; the scenario's "
+                         "network.object_store_latency)")
     cl.set_defaults(func=cmd_cluster)
 

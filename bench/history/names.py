@@ -81,6 +81,9 @@ SOURCE_CLIENT = "client"
 NODE_CONTROLLER = "controller"
 NODE_OBJSTORE = "objstore"
 NODE_CLIENT = "client"  # the root namespace's link: load, verifying consumer, admin clients
+# The delaying proxy in front of the object store (network.object_store_latency): a process of
+# the cluster in the object store's namespace, with no link of its own (a cpu_sample key).
+NODE_OBJSTORE_PROXY = "objstore-proxy"
 BROKER_NODE_PREFIX = "broker-"
 
 

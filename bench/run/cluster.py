@@ -8,6 +8,12 @@ writes DIR/cluster.json (bootstrap, and id/host/port/pid of every process);
 only signalled if it is still the process this launcher started (its command
 line names this cluster's directory). With a network, `stop` also removes it, and
 `cluster.json` records every node's namespace, address and link rate.
+
+With an object-store latency (`object_store_latency`, bench/latency.py) a delaying proxy
+(bench/run/objstore_proxy.py) runs next to the object store - in its namespace with links, else
+on 127.0.0.1 - and the nodes get the proxy's endpoint as `s3.endpoint`; it is started and stopped
+with the object store (so the objstore-down fault still refuses connections) and recorded in
+cluster.json (`object_store_proxy`).
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ import signal
 import time
 from dataclasses import asdict
 
-from bench.history.names import NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE, broker_node
+from bench.history.names import NODE_CLIENT, NODE_CONTROLLER, NODE_OBJSTORE, NODE_OBJSTORE_PROXY, broker_node
+from bench.latency import Latency, emulated
 from bench.run import network as net
 from bench.run.network import Network, NetworkError
 from systems.core import process
@@ -42,7 +49,8 @@ class Cluster:
 
     def __init__(self, system: str, brokers: int, directory: str, config: dict | None = None,
                  controller_config: dict | None = None, link_rate: str | None = None,
-                 object_store_link_rate: str | None = None, client_link_rate: str | None = None):
+                 object_store_link_rate: str | None = None, client_link_rate: str | None = None,
+                 object_store_latency: str | dict | None = None):
         try:
             self.profile = profile(system)
         except UnknownSystem as e:
@@ -62,6 +70,20 @@ class Cluster:
         self.object_store: Proc | None = None  # the profile's object store, if it started one
         self.object_store_info: dict = {}
         self._object_store_handle: ServiceHandle | None = None
+        # the latency the nodes see from the object store (None: none emulated) and its proxy
+        self.object_store_latency: Latency | None = None
+        self.object_store_proxy: Proc | None = None
+        if object_store_latency is not None:
+            try:
+                self.object_store_latency = emulated(object_store_latency)
+            except ValueError as e:
+                raise ClusterError(f"--object-store-latency: {e}") from None
+            if self.object_store_latency is not None and self.profile.object_store is None:
+                raise ClusterError(f"--object-store-latency: system {system!r} has no object store")
+            secure = str(self.config.get("s3.secure", "")).lower() in ("1", "true", "yes")
+            if self.object_store_latency is not None and secure:
+                raise ClusterError("--object-store-latency needs a plain-HTTP object store (s3.secure=true: the "
+                                   "nodes would check the store's TLS certificate against the proxy's address)")
         self.network: Network | None = None
         if link_rate is None and (object_store_link_rate or client_link_rate):
             raise ClusterError("--object-store-link-rate and --client-link-rate need --link-rate")
@@ -95,9 +117,11 @@ class Cluster:
         return self.network.node_address(name) if self.network else HOST
 
     # -- process control --------------------------------------------------------
-    def _spawn(self, name: str, args: list[str], port_file: str, timeout: float) -> tuple[int, int, str]:
+    def _spawn(self, name: str, args: list[str], port_file: str, timeout: float,
+               node: str | None = None) -> tuple[int, int, str]:
+        """Start process `name` in node `node`'s namespace (default: its own)."""
         log_path = os.path.join(self.logs_dir, f"{name}.log")
-        prefix = self.network.exec_prefix(name) if self.network else ()
+        prefix = self.network.exec_prefix(node or name) if self.network else ()
         try:
             pid, port = process.spawn_module(args, log_path=log_path, cwd=self.dir, port_file=port_file,
                                              timeout=timeout, name=name, prefix=prefix)
@@ -128,7 +152,7 @@ class Cluster:
     def start(self, timeout: float = 60.0) -> "Cluster":
         if os.path.exists(self.state_path):
             other = Cluster.load(self.dir)
-            if any(other.status()["processes"].values()) or other.object_store_running():
+            if any(other.status()["processes"].values()) or other.object_store_running() or other.proxy_running():
                 raise ClusterError(f"a cluster is already running in {self.dir}; stop it first")
             if other.network is not None:  # left behind by a harness that was killed
                 other.network.destroy()
@@ -286,7 +310,10 @@ class Cluster:
         """(name, pid) of every process of the cluster (the runner samples their CPU and memory)."""
         out = [(NODE_CONTROLLER, self.controller.pid)] if self.controller is not None else []
         out += [(broker_node(b), p.pid) for b, p in sorted(self.brokers.items())]
-        return out + [(f"extra-{p.id}", p.pid) for p in self.extra_processes()]
+        out += [(f"extra-{p.id}", p.pid) for p in self.extra_processes()]
+        if self.object_store_proxy is not None:
+            out.append((NODE_OBJSTORE_PROXY, self.object_store_proxy.pid))
+        return out
 
     def broker_ids(self) -> list[int]:
         return sorted(self.brokers)
@@ -299,11 +326,14 @@ class Cluster:
 
     # -- the profile's object store --------------------------------------------------------------
     def start_object_store(self, timeout: float = 60.0) -> None:
-        """Start the profile's object store (or take the configured endpoint). A restart reuses
-        its port, data and credentials."""
+        """Start the profile's object store (or take the configured endpoint), then its latency
+        proxy, if any. A restart reuses their ports, the store's data and credentials."""
         svc = self.profile.object_store
         if svc is None:
             return
+        if self.object_store_latency is not None and self.object_store_info.get("endpoint"):
+            # A restart: the service is told its own endpoint (the nodes' is the proxy's).
+            self.config["s3.endpoint"] = self.object_store_info["endpoint"]
         ctx = ServiceContext(dir=self.dir, logs_dir=self.logs_dir, host=self.host(NODE_OBJSTORE), config=self.config,
                              previous=self.object_store_info, timeout=timeout)
         # The service starts its own process: from a thread inside the object store's namespace,
@@ -314,8 +344,46 @@ class Cluster:
         self.object_store = handle.proc
         self.object_store_info = handle.info
         self.save()
+        if self.object_store_latency is not None:
+            self._start_proxy(timeout)
+
+    @property
+    def proxy_port_file(self) -> str:
+        return os.path.join(self.dir, "run", f"{NODE_OBJSTORE_PROXY}.port")
+
+    @property
+    def proxy_stats_file(self) -> str:
+        """The proxy's counters (bench/run/objstore_proxy.py), rewritten every second."""
+        return os.path.join(self.dir, "run", f"{NODE_OBJSTORE_PROXY}.stats.json")
+
+    def _start_proxy(self, timeout: float) -> None:
+        """The delaying proxy next to the object store, on its old port after a restart; the
+        nodes' `s3.endpoint` becomes the proxy's."""
+        upstream = self.object_store_info.get("endpoint")
+        if not upstream:
+            raise ClusterError("the object store named no endpoint: nothing to put a latency in front of")
+        host = self.host(NODE_OBJSTORE)
+        port = self.object_store_proxy.port if self.object_store_proxy is not None else 0
+        args = ["bench.run.objstore_proxy", "--listen", f"{host}:{port}", "--upstream", upstream,
+                "--latency", self.object_store_latency.text, "--port-file", self.proxy_port_file,
+                "--stats-file", self.proxy_stats_file]
+        pid, port, log_path = self._spawn(NODE_OBJSTORE_PROXY, args, self.proxy_port_file, min(timeout, 30),
+                                          node=NODE_OBJSTORE)
+        self.object_store_proxy = Proc(0, host, port, pid, log_path, args)
+        self.config["s3.endpoint"] = f"{host}:{port}"
+        self.save()
+
+    def _stop_proxy(self, grace: float) -> None:
+        if self.object_store_proxy is not None:
+            process.stop(self.object_store_proxy.pid, self.dir, grace)
+
+    def proxy_running(self) -> bool:
+        return self.object_store_proxy is not None and alive(self.object_store_proxy.pid, self.dir)
 
     def stop_object_store(self, grace: float = 10.0) -> None:
+        """Stop the latency proxy (new connections are refused, open ones closed, as by a stopped
+        store), then the object store."""
+        self._stop_proxy(grace)
         if self._object_store_handle is not None:
             self._object_store_handle.stop()
             self._object_store_handle = None
@@ -347,6 +415,8 @@ class Cluster:
                 "brokers": [asdict(p) for _, p in sorted(self.brokers.items())],
                 "object_store": asdict(self.object_store) if self.object_store else None,
                 "object_store_info": self.object_store_info,
+                "object_store_latency": self.object_store_latency.value() if self.object_store_latency else None,
+                "object_store_proxy": asdict(self.object_store_proxy) if self.object_store_proxy else None,
                 "network": self.network.to_dict() if self.network else None}
 
     def save(self) -> None:
@@ -376,6 +446,8 @@ class Cluster:
         c.brokers = {p["id"]: Proc(**p) for p in d["brokers"]}
         c.object_store = Proc(**d["object_store"]) if d.get("object_store") else None
         c.object_store_info = d.get("object_store_info") or {}
+        c.object_store_latency = emulated(d.get("object_store_latency"))
+        c.object_store_proxy = Proc(**d["object_store_proxy"]) if d.get("object_store_proxy") else None
         c.network = Network.from_dict(c.dir, d["network"]) if d.get("network") else None
         return c
 

@@ -56,6 +56,8 @@ def _cluster_start(sc, cluster_dir: Path) -> str:
                        ("--client-link-rate", net.client_link_rate)):
         if rate:
             args += [flag, rate]
+    if sc.object_store_latency() not in (None, "0ms"):
+        args += ["--object-store-latency", sc.object_store_latency()]
     out = _bench(*args)
     return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("bootstrap:"))
 

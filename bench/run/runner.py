@@ -19,7 +19,8 @@ Run layout (the aggregation depends on it)::
                             consumers: consume.log, consume.jsonl, consume-spec.json
         cluster/            cluster.json and <process>/events.jsonl (the cluster's journals; the
                             cluster ran in a temporary directory, its data is not kept unless
-                            --keep-data, then it is moved to cluster-data/)
+                            --keep-data, then it is moved to cluster-data/); with an object-store
+                            latency, objstore-proxy.stats.json (the proxy's requests and bytes)
 
 ``<timestamp>`` is UTC ``YYYYmmddTHHMMSSZ``. A matrix invocation also writes ``runs.json`` in
 ``results/<scenario>/<timestamp>/`` listing its runs.
@@ -212,12 +213,15 @@ class Run:
         self.history = HistoryWriter(self.dir / ".history-runner.parquet", flush_interval_s=2.0)
         started = time.time()
         params = summary_mod.params_of(sc, self.matrix)
+        configuration = summary_mod.configuration_of(sc)
+        # Runs at different object-store latencies are different configurations (never pooled).
+        params["object_store_latency"] = configuration["object_store_latency"] = sc.object_store_latency()
         self.event(EVENT_RUN_START, {"run_id": self.run_id, "scenario": sc.name, "system": sc.system.kind,
                                  "started_at": _dt.datetime.fromtimestamp(started, _dt.timezone.utc).isoformat(),
                                  "provenance": provenance.collect(  # a cluster not started here: its links are not known
                                      links_emulated=sc.network.link_rate is not None if sc.profile.launched else None),
                                  "client_settings": clients.applied(sc.system.client),
-                                 "configuration": summary_mod.configuration_of(sc), "params": params,
+                                 "configuration": configuration, "params": params,
                                  "matrix": self.matrix, "config_id": self.config_id,
                                  "repetition": self.repetition, "repetitions": sc.repetitions}, ts=started)
         error: BaseException | None = None
@@ -269,7 +273,9 @@ class Run:
             self.cluster = Cluster(sc.system.kind, sc.system.brokers, str(self.cluster_tmp), broker_config(sc),
                                    link_rate=sc.network.link_rate,
                                    object_store_link_rate=sc.network.object_store_link_rate,
-                                   client_link_rate=sc.network.client_link_rate)
+                                   client_link_rate=sc.network.client_link_rate,
+                                   object_store_latency=(sc.network.object_store_latency
+                                                         if sc.profile.object_store is not None else None))
         self.cluster.start(timeout=self.start_timeout_s)
         if not self.cluster.launched:
             self.event(EVENT_EXTERNAL_CLUSTER, {**self.cluster.facts(), "set": self.cluster.config})
@@ -541,8 +547,8 @@ class Run:
 
     def _collect_cluster(self) -> None:
         """Journals -> history; logs -> run_dir/logs; events.jsonl and cluster.json ->
-        run_dir/cluster/; the temporary cluster directory is then removed (kept as
-        run_dir/cluster-data with --keep-data)."""
+        run_dir/cluster/ (with the object-store latency proxy's counters); the temporary cluster
+        directory is then removed (kept as run_dir/cluster-data with --keep-data)."""
         from systems.core.events import read_events
 
         if not self.cluster.launched:  # not started here: no journals, no logs of its own
@@ -560,6 +566,9 @@ class Run:
                 shutil.copy2(f, self.logs / f.name)
         if (cdir / "cluster.json").is_file():
             shutil.copy2(cdir / "cluster.json", dest / "cluster.json")
+        stats = Path(self.cluster.proxy_stats_file)  # the latency proxy's counters: requests, latency added
+        if stats.is_file():
+            shutil.copy2(stats, dest / stats.name)
         for ev in cdir.glob("*/events.jsonl"):
             (dest / ev.parent.name).mkdir(exist_ok=True)
             shutil.copy2(ev, dest / ev.parent.name / "events.jsonl")

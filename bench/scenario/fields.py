@@ -7,10 +7,11 @@ never silently fall back to a default).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from bench.latency import canonical
 from bench.units import parse_bytes, rate_bits
 
 Float = Annotated[float, Field(strict=True)]
@@ -40,6 +41,15 @@ def _tc_rate(value: Any) -> Any:
 
 
 TcRate = Annotated[str, BeforeValidator(_tc_rate)]
+
+
+def _latency(value: Any) -> Any:
+    # Checked and written one way ("20ms", {"p50": "30ms", ...}): bench/latency.py.
+    return canonical(value)
+
+
+# A time to first byte: "20ms", or percentiles {p50: 30ms, p90: 60ms, p99: 150ms}.
+Latency = Annotated[Union[str, dict[str, str]], BeforeValidator(_latency)]
 
 
 class Model(BaseModel):

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from bench.latency import parse_latency
 from bench.scenario.errors import ScenarioError, raise_errors
 from bench.scenario.matrix import expand
 from bench.scenario.model import Scenario
@@ -172,7 +173,9 @@ def to_external(sc: Scenario, bootstrap: str, *, client: dict[str, Any] | None =
                      f"`bench cluster start` gets them with: {' '.join(flags)}")
     net = {k: v for k, v in data.get("network", {}).items() if v is not None}
     if net:
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in net.items())
+        # a latency given by percentiles in its command-line form (p50=30ms,p90=60ms)
+        opts = " ".join(f"--{k.replace('_', '-')} {parse_latency(v).text if isinstance(v, dict) else v}"
+                        for k, v in net.items())
         notes.append(f"network not applied (the cluster's links are its own); a cluster started with "
                      f"`bench cluster start` gets the same links with: {opts}")
     data["system"] = new

@@ -19,7 +19,8 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from bench.scenario.actions import Action, TimelineState, validate_actions
 from bench.scenario.errors import ScenarioError, errors_of, field_error, raise_errors
-from bench.scenario.fields import NAME_RE, Bytes, Float, Model, TcRate
+from bench.latency import emulated, parse_latency
+from bench.scenario.fields import NAME_RE, Bytes, Float, Latency, Model, TcRate
 from bench.scenario.paths import missing_segment, split_path
 from bench.scenario.system import LINK_SHARES, System
 from bench.units import rate_bits
@@ -185,10 +186,17 @@ class Checks(Model):
 class NetworkSection(Model):
     """Emulated links (bench/run/network.py): with a link rate every node runs in its own
     network namespace on a link shaped to that rate; the other two default to it. The object
-    store's link exists only for a system that has one (one scenario serves every system)."""
+    store's link exists only for a system that has one (one scenario serves every system).
+
+    ``object_store_latency``: every request from a node to the object store gets its response's
+    first byte this long after the request's last byte (a far store), fixed (``20ms``; ``0ms``:
+    none) or drawn per request from percentiles (``{p50: 30ms, p90: 60ms, p99: 150ms}``,
+    bench/latency.py). A delaying proxy next to the store emulates it (bench/run/objstore_proxy.py),
+    with or without link_rate; a system without an object store ignores it."""
     link_rate: Optional[TcRate] = None
     object_store_link_rate: Optional[TcRate] = None
     client_link_rate: Optional[TcRate] = None
+    object_store_latency: Optional[Latency] = None
 
 
 DEFAULT_TOPIC_PREFIX = "bench."
@@ -266,6 +274,10 @@ class Scenario(Model):
                 if getattr(net, f) is not None:
                     raise field_error(f"network.{f}", f"the links of a cluster the harness does not start are not the "
                                                       f"harness's to shape (system kind {system.kind!r})")
+            if emulated(net.object_store_latency) is not None:
+                raise field_error("network.object_store_latency",
+                                  f"the object store of a cluster the harness does not start is as far as it is "
+                                  f"(system kind {system.kind!r})")
         if net.link_rate is None:
             for f in ("object_store_link_rate", "client_link_rate"):
                 if getattr(net, f) is not None:
@@ -318,6 +330,15 @@ class Scenario(Model):
             if share is not None:
                 s[st.gives] = int(share * rate_bits(self.network.link_rate) / 8)
         return s
+
+    def object_store_latency(self) -> str | None:
+        """The object-store latency this run's system sees, as one string (``20ms``,
+        ``p50=30ms,p90=60ms``; ``0ms``: none emulated), None for a system without an object store
+        (or a cluster the harness does not start): what a run's params record."""
+        if self.profile.object_store is None or not self.profile.launched:
+            return None
+        v = self.network.object_store_latency
+        return "0ms" if v is None else parse_latency(v).text
 
     def replication_factor(self, topic: Topic) -> int | None:
         """A topic's replication factor: its own, else the system's production default (None: the
