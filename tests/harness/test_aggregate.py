@@ -12,7 +12,7 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs, spark_session
+from bench.analysis.aggregate import TABLES, AggregateError, aggregate, discover_runs
 from bench.check import check_all
 from bench.check.summary import build_summary, dumps
 from bench.history.names import (
