@@ -236,10 +236,19 @@ class Cluster:
                 raise ClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
             time.sleep(0.1)
 
-    def kill_broker(self, bid: int, sig: int = signal.SIGKILL) -> None:
+    def signal_broker(self, kind: str, bid: int, sig: int) -> None:
+        """``sig`` to the broker's process, only while its PID is still this cluster's broker
+        (SIGKILL: returns once it is gone); ``kind`` names the action for the error."""
         p = self.brokers[bid]
-        if process.send_signal(p.pid, self.dir, sig) and sig == signal.SIGKILL:
+        if not process.send_signal(p.pid, self.dir, sig):
+            if sig == signal.SIGKILL:
+                return  # already gone: killed
+            raise ClusterError(f"{kind.replace('_', ' ')}: broker {bid} is not running (pid {p.pid})")
+        if sig == signal.SIGKILL:
             process.wait_gone(p.pid, self.dir)
+
+    def kill_broker(self, bid: int) -> None:
+        self.signal_broker("kill_broker", bid, signal.SIGKILL)
 
     def restart_broker(self, bid: int, timeout: float = 60.0) -> Proc:
         """Start a stopped broker again on its old port (clients keep their bootstrap list)."""
@@ -248,14 +257,6 @@ class Cluster:
             raise ClusterError(f"broker {bid} is still running (pid {old.pid})")
         return self.start_broker(bid, timeout=timeout, port=old.port)
 
-    def pause_broker(self, bid: int) -> None:
-        """Freeze the broker (SIGSTOP): its sockets stay open but nothing answers."""
-        if not process.send_signal(self.brokers[bid].pid, self.dir, signal.SIGSTOP):
-            raise ClusterError(f"broker {bid} is not running (pid {self.brokers[bid].pid})")
-
-    def resume_broker(self, bid: int) -> None:
-        if not process.send_signal(self.brokers[bid].pid, self.dir, signal.SIGCONT):
-            raise ClusterError(f"broker {bid} is not running (pid {self.brokers[bid].pid})")
 
     def _link(self, name: str) -> Network:
         if self.network is None:

@@ -248,14 +248,9 @@ class ExternalCluster:
             raise ClusterError(f"system.commands.{action} exited {res.returncode}: {shlex.quote(cmd)}: "
                                f"{' | '.join(tail)}")
 
-    def kill_broker(self, broker: int) -> None:
-        self._run_command("kill_broker", broker)
-
-    def pause_broker(self, broker: int) -> None:
-        self._run_command("pause_broker", broker)
-
-    def resume_broker(self, broker: int) -> None:
-        self._run_command("resume_broker", broker)
+    def signal_broker(self, kind: str, broker: int, sig: int) -> None:
+        """No PID here: the scenario's shell command for the action (system.commands.<kind>)."""
+        self._run_command(kind, broker)
 
     def restart_broker(self, broker: int, timeout: float = 60.0) -> None:
         self._run_command("restart_broker", broker)

@@ -75,13 +75,13 @@ def main(pytest_args: list[str]) -> int:
         return 1
     for p in before:
         p.unlink()
-    from bench.analysis import figures
+    from bench.report import blocks
 
-    figures.collect([new[0]], "gate", extra=README_EXTRA)
-    figures.figures()
+    blocks.collect([new[0]], "gate", extra=README_EXTRA)
+    blocks.figures()
     print(f"baseline {new[0].relative_to(ROOT)}: commit {head}, clean; removed "
           f"{', '.join(str(p.relative_to(ROOT)) for p in sorted(before)) or 'no older baseline'}; "
-          f"docs/measurements/gate.json and README.md refreshed. Commit them.")
+          f"docs/measurements/gate.json and the docs block that quotes it refreshed. Commit them.")
     return 0
 
 

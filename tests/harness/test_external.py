@@ -229,7 +229,7 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
 
 
 def test_crosscheck_compares_medians_within_tolerance_or_resolution(tmp_path):
-    from bench.analysis import figures
+    from bench.report import blocks as figures
     from bench.run.crosscheck import compare
 
     def run(cfg, move, out, valid=True):

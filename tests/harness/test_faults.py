@@ -12,6 +12,7 @@ owner, SIGCONT after it was replaced) and the object store stopped under load.
 from __future__ import annotations
 
 import json
+import signal
 
 import pyarrow.compute as pc
 import pytest
@@ -134,7 +135,7 @@ def test_both_clusters_implement_cluster_control():
     from bench.scenario.actions.context import ClusterControl
 
     ops = [n for n, v in vars(ClusterControl).items() if inspect.isfunction(v) and not n.startswith("_")]
-    assert {"kill_broker", "restart_controller", "set_link_rate", "start_broker", "broker_ids"} <= set(ops)
+    assert {"signal_broker", "restart_controller", "set_link_rate", "start_broker", "broker_ids"} <= set(ops)
     for cls in (Cluster, ExternalCluster):
         assert isinstance(cls.launched, bool)
         for n in ops:
@@ -206,7 +207,7 @@ def test_specs_execute_through_the_action_context():
     ctx = _Context(sc)
     for i, a in enumerate(sc.actions):
         a.spec.execute(ctx, i, a)
-    assert ctx.cluster.calls == [("kill_broker", 2), ("restart_broker", 2), ("kill_controller",),
+    assert ctx.cluster.calls == [("signal_broker", "kill_broker", 2, signal.SIGKILL), ("restart_broker", 2), ("kill_controller",),
                                  ("restart_controller",), ("set_link_rate", "broker-1", "10mbit"),
                                  ("start_broker", 4)]
     starts = [d for name, d in ctx.events if name == "action_start"]

@@ -1,6 +1,7 @@
 """kill -9 of a broker, and its restart (on its old port: clients keep their bootstrap list)."""
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING
 
 from bench.scenario.actions.spec import FAULT_SHADE, BrokerAction, Needs, TimelineState, broker_error
@@ -24,7 +25,7 @@ class KillBroker(BrokerAction):
         st.paused.discard(broker)  # kill -9 of a frozen process is a kill
 
     def act(self, cluster: ClusterControl, a: Action) -> None:
-        cluster.kill_broker(a.broker)
+        cluster.signal_broker(self.kind, a.broker, signal.SIGKILL)
 
 
 class RestartBroker(BrokerAction):

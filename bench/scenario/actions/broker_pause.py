@@ -2,6 +2,7 @@
 brain when the cluster replaces it meanwhile."""
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING
 
 from bench.scenario.actions.spec import FAULT_SHADE, BrokerAction, Needs, TimelineState, broker_error
@@ -24,7 +25,7 @@ class PauseBroker(BrokerAction):
         st.paused.add(broker)
 
     def act(self, cluster: ClusterControl, a: Action) -> None:
-        cluster.pause_broker(a.broker)
+        cluster.signal_broker(self.kind, a.broker, signal.SIGSTOP)
 
 
 class ResumeBroker(BrokerAction):
@@ -38,7 +39,7 @@ class ResumeBroker(BrokerAction):
         st.paused.discard(broker)
 
     def act(self, cluster: ClusterControl, a: Action) -> None:
-        cluster.resume_broker(a.broker)
+        cluster.signal_broker(self.kind, a.broker, signal.SIGCONT)
 
 
 SPECS = (PauseBroker(), ResumeBroker())

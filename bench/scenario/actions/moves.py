@@ -4,6 +4,7 @@ request, watch until the client sees every target replica set with a leader in i
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from bench.history.names import EVENT_BROKER_STARTED, EVENT_BROKER_STARTING
@@ -20,8 +21,9 @@ class MoveSpec(ActionSpec):
     is_move = True
     shade = MOVE_SHADE
 
+    @abstractmethod
     def plan(self, ctx: ActionContext, i: int, a: Action) -> Plan:
-        raise NotImplementedError
+        """The partitions to move and where (at run time, from the cluster as it is then)."""
 
     def start_fields(self, plan: Plan) -> dict[str, Any]:
         """What the action_start carries besides its plan's partitions."""

@@ -19,6 +19,7 @@ A spec says
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -105,7 +106,7 @@ def event_base(i: int, a: Action) -> dict[str, Any]:
     return {"action_id": i, "action": a.kind, "at_s": a.at_s}
 
 
-class ActionSpec:
+class ActionSpec(ABC):
     kind: ClassVar[str]
     description: ClassVar[str]  # one line, for the docs
     required: ClassVar[frozenset[str]] = frozenset()
@@ -124,13 +125,13 @@ class ActionSpec:
         return (f"{self.kind}: acts on processes or links of a cluster the harness starts itself; "
                 f"system {system_kind!r} is a cluster it does not start")
 
+    @abstractmethod
     def validate(self, a: Action, at: str, i: int, st: TimelineState) -> None:
         """Check action ``i`` (path ``at``) against the state the earlier actions left; update it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def execute(self, ctx: ActionContext, i: int, a: Action) -> None:
         """Carry out action ``i`` between its action_start and action_end."""
-        raise NotImplementedError
 
     def moves(self, a: Action, placement: dict[str, dict[int, list[int]]] | None) -> list[PartitionMove]:
         """The partition moves the action names itself (empty for a plan made at run time)."""
@@ -151,8 +152,9 @@ class ProcessAction(ActionSpec):
     fault's action_start names the partitions it affects (the checkers' outage window is per
     affected partition); a recovery only names its broker, if any."""
 
+    @abstractmethod
     def act(self, cluster: ClusterControl, a: Action) -> None:
-        raise NotImplementedError
+        """What the action does to the cluster."""
 
     def execute(self, ctx: ActionContext, i: int, a: Action) -> None:
         who = {"broker": a.broker} if a.broker is not None else {}
@@ -185,8 +187,9 @@ class BrokerAction(ProcessAction):
         st.check_broker(at, a.broker)
         self.change(a.broker, at, st)
 
+    @abstractmethod
     def change(self, broker: int, at: str, st: TimelineState) -> None:
-        raise NotImplementedError
+        """Check the action against the broker's state so far and update it."""
 
 
 def broker_error(at: str, reason: str) -> Exception:
