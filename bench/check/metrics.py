@@ -8,7 +8,9 @@ its ``compute`` and from there it reaches every place a move's figure is shown, 
 * the report's "More move figures" table, unless ``report_column`` is False because a table of its
   own shows it (bench/report/).
 
-The metrics the move models and the Spark job recompute from raw rows (``move_seconds``,
+``compute`` reads the history's events (actions, leader changes, phases, counters: the aggregate
+gives it a view of the events only); a figure over every send belongs in the Spark job. The
+metrics the move models and the Spark job recompute from raw rows (``move_seconds``,
 ``unavailable_seconds``, bytes moved) are defined in bench/check/moves.py and windows.py; a figure
 that needs only the history of one run belongs here.
 """

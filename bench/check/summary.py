@@ -495,10 +495,12 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     """``summary`` in the current shape (:data:`SCHEMA_VERSION`), whatever wrote it: the one place
     that knows how older summaries differ (a new dict; a current summary comes back equal).
 
+    Any version: a per-move metric of :data:`~bench.check.metrics.MOVE_METRICS` a move lacks (a
+    metric declared after the run, e.g. ``copy_bytes_at_request`` in a summary from before it) is
+    computed from ``view`` (left out without one), so declaring a metric needs no version step.
+
     Version 1 (no ``schema_version``) spans several shapes; what a summary lacks is filled in:
 
-    * a per-move metric of :data:`~bench.check.metrics.MOVE_METRICS` it lacks (e.g.
-      ``copy_bytes_at_request``, from before it): computed from ``view`` (left out without one);
     * ``moves[].bytes_written_during_move`` (from before the bytes split): ``written_during(move)``,
       the bytes acked on the partition from the request to the leader change, from the raw rows
       (null without it), and the split of ``bytes_moved`` into ``bytes_moved_at_request`` and
@@ -507,21 +509,20 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
       carried flat (those set), else none.
     """
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
-    if out.get("schema_version", 1) >= SCHEMA_VERSION:
-        return out
-    # the moves as the checker finds them in the history (what a metric may need besides the summary)
-    seen = ({(x["action_id"], x["topic"], x["partition"]): x for x in check_move_seconds(view)["moves"]}
-            if view is not None else {})
-    for m in out.get("moves") or []:
-        if not isinstance(m, dict):
-            continue
-        if view is not None:
+    moves = [m for m in out.get("moves") or [] if isinstance(m, dict)]
+    if view is not None and any(x.name not in m for m in moves for x in MOVE_METRICS):
+        # the moves as the checker finds them in the history (what a metric may need besides the summary)
+        seen = {(x["action_id"], x["topic"], x["partition"]): x for x in check_move_seconds(view)["moves"]}
+        for m in moves:
             found = seen.get((hashable(m.get("action_id")), m.get("topic"), m.get("partition")), {})
             ref = MoveRef(hashable(m.get("action_id")), m.get("topic"), m.get("partition"), m.get("from"),
                           m.get("to"), m.get("request_ts"), found.get("leader_change_ts"), m.get("move_seconds"))
             for metric in MOVE_METRICS:
                 if metric.name not in m:
                     m[metric.name] = metric.compute(view, ref)
+    if out.get("schema_version", 1) >= SCHEMA_VERSION:
+        return out
+    for m in moves:
         if "bytes_written_during_move" not in m:
             during = written_during(m) if written_during is not None else None
             ib, ob = m.get("bytes_moved_inter_broker"), m.get("bytes_moved_objstore")
