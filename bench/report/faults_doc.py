@@ -190,7 +190,7 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "",
         "Then a verifying consumer reads every partition back, and the checkers users run judge the run",
         "(`bench/check/`). Every node runs on its own emulated link (brokers and controller 100mbit, the",
-        "clients and the object store 1gbit; README, \"Emulated links\"). Most faults land 1 s into a move",
+        "clients and the object store 1gbit; docs/cluster.md, \"Emulated links\"). Most faults land 1 s into a move",
         "that is slowed on purpose so there is a middle to hit: the copy system copies under a replication",
         "throttle (a third of the link), the tiered system copies its local tail (segments large enough",
         "that the tail takes seconds) under the same throttle, the shared system has the whole prefill as",
@@ -250,7 +250,7 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         for r in table:
             lines.append(f"- `{r['scenario']}` {r['system']}: " + ", ".join(f"`{d}`" for d in r["dirs"]))
         lines.append("")
-    lines.append("`tests/test_faults.py` (part of `make test`) runs a few of these files through the same runner")
+    lines.append("`tests/harness/test_faults.py` (part of `make test`) runs a few of these files through the same runner")
     lines.append("and checkers and asserts 0 lost / duplicated / reordered, the fault mid-move, and an outage measured.")
     return "\n".join(lines) + "\n"
 
