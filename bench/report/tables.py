@@ -314,7 +314,7 @@ SENSITIVITY_TITLE = "What batching does to each system: linger.ms"
 SENSITIVITY_HEAD = ["configuration", "system", "linger.ms", "runs", "move s", "unavailable s (move) / outage s (fault)",
                     "p99 before (ms)", "p99 during (ms)", "load CPU s per 1,000 msgs"]
 # A system makes the client spin when the load process spends at least this many times the CPU per
-# acked message that it spends against the least costly system at the same linger.ms.
+# acked message against it that it spends against every other system at the same linger.ms.
 SPIN_RATIO = 1.5
 
 
@@ -367,8 +367,8 @@ def load_cpu_by_linger(configs: list[dict[str, Any]]) -> dict[Any, dict[str, flo
 
 def sensitivity_note(configs: list[dict[str, Any]], label=str) -> str:
     """What the table is, then what the measured load CPU says: a system against which the client
-    spends at least SPIN_RATIO times the CPU per message of the least costly one at the default
-    linger.ms is named with its measured ratio (and the ratio at the other lingers)."""
+    spends at least SPIN_RATIO times the CPU per message it spends against every other system at the
+    default linger.ms is named, with the measured ratios (and those at the other lingers)."""
     text = (f"The same configurations at two settings of the producers' linger.ms, nothing else changed: the "
             f"default {PRODUCER_LINGER_MS} ms (the client's own default) and the others shown. Medians (min–max) "
             "over each configuration's runs, as in the results table; load CPU: the load process's CPU seconds "
@@ -377,23 +377,28 @@ def sensitivity_note(configs: list[dict[str, Any]], label=str) -> str:
     at = cpu.get(PRODUCER_LINGER_MS) or {}
     if len(at) < 2:
         return text
-    cheapest = min(at, key=at.get)
-    spin = sorted((s for s in at if s != cheapest and at[s] >= SPIN_RATIO * at[cheapest]), key=lambda s: -at[s])
     others = sorted(x for x in cpu if x != PRODUCER_LINGER_MS)
+
+    def ratios(system: str, linger: Any) -> str:
+        here = cpu.get(linger) or {}
+        return ", ".join(f"{here[system] / here[o]:.1f}x {label(o)}'s ({fmt_num(here[o])})"
+                         for o in here if o != system and here.get(system) and here[o])
+
+    spin = [s for s in at if all(at[s] >= SPIN_RATIO * at[o] for o in at if o != s)]
     for system in spin:
-        ratio = at[system] / at[cheapest]
-        then = [f"{cpu[x][system] / cpu[x][cheapest]:.1f}x at linger.ms={fmt_num(x)}" for x in others
-                if cpu[x].get(system) and cpu[x].get(cheapest)]
-        text += (f" At linger.ms={PRODUCER_LINGER_MS} the client spins against {label(system)}: the load process spent "
-                 f"{ratio:.1f}x the CPU per message it spent against {label(cheapest)} ({fmt_num(at[system])} vs "
-                 f"{fmt_num(at[cheapest])} s per 1,000)" + (f", {', '.join(then)}" if then else "") +
+        then = "; ".join(f"at linger.ms={fmt_num(x)}: {ratios(system, x)}" for x in others
+                         if (cpu[x].get(system) and len(cpu[x]) > 1))
+        text += (f" At linger.ms={PRODUCER_LINGER_MS} the client spins against {label(system)}: the load process "
+                 f"spent {fmt_num(at[system])} s per 1,000 messages against it, {ratios(system, PRODUCER_LINGER_MS)}"
+                 + (f" ({then})" if then else "") +
                  ". Its acks come later, so an idempotent librdkafka producer's 5 requests in flight per broker "
                  "wait while a batch is ready and its broker thread busy-polls (docs/measurements/automq.md); "
                  "on a machine the brokers share, that CPU is theirs too.")
     if not spin:
+        high = max(at, key=at.get)
         text += (f" At linger.ms={PRODUCER_LINGER_MS} no system made the load process spend {SPIN_RATIO:g}x or more "
-                 f"the CPU per message of the least costly one ({label(cheapest)}): "
-                 + ", ".join(f"{label(s)} {at[s] / at[cheapest]:.2f}x" for s in at if s != cheapest) + ".")
+                 f"the CPU per message it spent against every other: the most costly, {label(high)}, "
+                 f"{ratios(high, PRODUCER_LINGER_MS)}.")
     return text
 
 
