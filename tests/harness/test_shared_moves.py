@@ -84,7 +84,7 @@ def test_a_moves_forced_upload_is_paced_to_the_move_budget(run_scenario):
         "system": {"kind": "shared", "brokers": 3, "move_upload_bytes_per_s": rate, "wal_upload_threshold_bytes": "256MiB",
                    "extra": {**FAST, "wal.upload.interval.ms": 120000}},
         "workload": {"topics": [{"name": "m", "partitions": 1, "replication_factor": 1}], "message_bytes": 1000,
-                     "produce_rate_msgs_per_s": 200, "duration_s": 7},
+                     "produce_rate_msgs_per_s": 200, "duration_s": 5},
         "prefill": {"bytes_per_partition": 4 * MiB},
         "actions": [{"at_s": 1, "kind": "reassign", "topic": "m", "partition": 0, "to": [2]}],
     })
