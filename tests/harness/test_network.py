@@ -221,9 +221,13 @@ def test_kill9_of_a_run_then_clean(tmp_path):
                                 "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def load_running():
+            # Mid-load: the load process sends (it is started during the prefill and waits for
+            # its go; `load.jsonl` gets "started" when its users start).
             for pointer in results.rglob("cluster.path"):
                 run_dir = pointer.parent
-                if any("bench.run.load" in " ".join(_cmdline(pid)) for pid in find(str(run_dir))):
+                started = run_dir / "logs" / "load.jsonl"
+                if (started.is_file() and '"started"' in started.read_text()
+                        and any("bench.run.load" in " ".join(_cmdline(pid)) for pid in find(str(run_dir)))):
                     return run_dir
             return None
         try:
