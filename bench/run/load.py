@@ -4,8 +4,10 @@
   before the measurement, fast: 64 KiB records, big batches, ``acks=all`` (so every in-sync replica holds the prefill when the load starts), no idempotence. Prefill
   records carry a ``prefill`` header and no ``id``, so the verifying consumer reads them as
   ``msg_id -1`` (ignored by the checkers, counted per partition).
-* ``python -m bench.run.load SPEC.json`` (started by the runner as its own process, so Locust's gevent
-  monkey-patching never touches the runner, its threads or its cluster control) drives Locust as a
+* ``python -m bench.run.load SPEC.json [--wait-for-go]`` (started by the runner as its own process, so
+  Locust's gevent monkey-patching never touches the runner, its threads or its cluster control; with
+  ``--wait-for-go`` it is started during the prefill, prints ``{"event": "ready"}`` and waits for the
+  runner's SIGUSR2 before its users start) drives Locust as a
   library: an :class:`~locust.env.Environment` with :class:`workloads.kafka_produce.KafkaProducerUser`
   and a rate shape, a ``LocalRunner``; every send attempt becomes a ``send`` row in its own
   history file (``SPEC.history_path``), which the runner merges into the run's history. It prints
@@ -224,13 +226,15 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def json_lines(stream, copy_to) -> Iterator[dict[str, Any]]:
     """The JSON objects a load process prints (see :func:`_emit`), each line also appended to the
-    file ``copy_to`` as it came; other lines are copied and skipped."""
+    file ``copy_to`` as it came (flushed: the file shows where a running load stands); other lines
+    are copied and skipped."""
     with open(copy_to, "a") as out:
         for line in stream:
             text = line.decode(errors="replace").strip()
             if not text:
                 continue
             out.write(text + "\n")
+            out.flush()
             try:
                 msg = json.loads(text)
             except ValueError:
@@ -263,8 +267,13 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def drive(spec: dict[str, Any]) -> int:
-    """Run the Locust producer load described by ``spec`` (see :func:`bench.runner.load_spec`)."""
+def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
+    """Run the Locust producer load described by ``spec`` (see :func:`bench.runner.load_spec`).
+
+    ``wait_for_go``: get ready (imports, Locust's environment: ~0.6 s of CPU), print ``ready``
+    and start the users only on SIGUSR2, so the runner can start this process while it prefills
+    and the load begins the moment it is released. Nothing touches the cluster or the history
+    before the go; SIGTERM / SIGINT, or the runner gone, end the wait without a load."""
     import locust  # noqa: F401  (first: gevent monkey-patching)
     import gevent
     import signal
@@ -275,7 +284,6 @@ def drive(spec: dict[str, Any]) -> int:
     from workloads import kafka_produce as kp
     from workloads.shapes import make_shape
 
-    writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
     stats = LiveStats()
     # A topic's "producers" (the scenario's Topic.producers): its own users, producing to it only.
     topics = ",".join(f"{t['name']}:{t['partitions']}" + (f":{t['producers']}" if t.get("producers") else "")
@@ -292,14 +300,24 @@ def drive(spec: dict[str, Any]) -> int:
                        **shape_params)
     env = Environment(user_classes=[kp.KafkaProducerUser], shape_class=shape, parsed_options=opts,
                       events=locust.events)
-    env.kafka_history = writer
     env.kafka_stats = stats
     runner = env.create_local_runner()
     from gevent.event import Event
 
-    stop_early = Event()
+    stop_early, go = Event(), Event()
     gevent.signal_handler(signal.SIGTERM, stop_early.set)
     gevent.signal_handler(signal.SIGINT, stop_early.set)
+    if wait_for_go:
+        gevent.signal_handler(signal.SIGUSR2, go.set)
+        parent = os.getppid()
+        _emit({"event": "ready", "ts": time.time()})
+        while not go.is_set():
+            if stop_early.is_set() or os.getppid() != parent:
+                runner.quit()
+                return 0
+            go.wait(0.1)
+    writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
+    env.kafka_history = writer
 
     def progress() -> None:
         last_t, last_acked = time.monotonic(), 0
@@ -539,13 +557,15 @@ def drive_consumers(spec: dict[str, Any]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m bench.run.load SPEC.json", file=sys.stderr)
+    wait_for_go = "--wait-for-go" in argv  # producers only: start on SIGUSR2 (see drive)
+    args = [a for a in argv if a != "--wait-for-go"]
+    if len(args) != 1:
+        print("usage: python -m bench.run.load SPEC.json [--wait-for-go]", file=sys.stderr)
         return 2
-    with open(argv[0]) as f:
+    with open(args[0]) as f:
         spec = json.load(f)
     # One spec per process: the producers', or the consumers' (spec["members"]).
-    return drive_consumers(spec) if "members" in spec else drive(spec)
+    return drive_consumers(spec) if "members" in spec else drive(spec, wait_for_go)
 
 
 if __name__ == "__main__":

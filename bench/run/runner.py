@@ -1,10 +1,12 @@
 """The harness runner: one scenario (or each run of its matrix) end to end.
 
-For each run: start a cluster, create the topics with a fixed placement, prefill, start the
-scenario's consumer groups (``bench/run/consumers.py``) if any, start the Locust load process (``bench/run/load.py``), execute the actions at their ``at_s`` (seconds after the load
-started) while a metadata poller records leader changes as a client sees them, stop the load
-(drain acks), read every partition back with a verifying consumer, stop the cluster, translate
-the cluster's event journals (``bench/history/journal.py``), write the history and run the checkers.
+For each run: start a cluster, create the topics with a fixed placement, prefill (meanwhile the
+Locust load process, ``bench/run/load.py``, gets ready), start the scenario's consumer groups
+(``bench/run/consumers.py``) if any, release the load process, execute the actions at their
+``at_s`` (seconds after the load started) while a metadata poller records leader changes as a
+client sees them, stop the load (drain acks), read every partition back with a verifying
+consumer, stop the cluster, translate the cluster's event journals
+(``bench/history/journal.py``), write the history and run the checkers.
 
 Run layout (the aggregation depends on it)::
 
@@ -41,6 +43,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -286,6 +289,9 @@ class Run:
         self._start_poller()
         self._start_observer()
         self._wait_partitions(lambda m: m["leader"] >= 0, 30.0, "partitions without a leader")
+        # The load process gets ready (Python, Locust: ~0.6 s of CPU) while the prefill runs and
+        # the links settle; its users start only when it is released below.
+        self._spawn_load()
         if sc.prefill.bytes_per_partition:
             st.phase = "prefill"
             self._notify()
@@ -465,36 +471,46 @@ class Run:
                 "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet"),
                 "client": clients.plain(self.sc.system.client)}
 
-    def _start_load(self) -> None:
+    def _spawn_load(self) -> None:
+        """Start the load process waiting for its go (``--wait-for-go``: nothing sent yet)."""
         spec_path = self.logs / "load-spec.json"
         spec_path.write_text(json.dumps(self.load_spec(), indent=2))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         err = open(self.logs / "load.log", "ab")
         try:
-            self.load_proc = subprocess.Popen([sys.executable, "-m", "bench.run.load", str(spec_path)], cwd=ROOT,
-                                              stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+            self.load_proc = subprocess.Popen([sys.executable, "-m", "bench.run.load", str(spec_path), "--wait-for-go"],
+                                              cwd=ROOT, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                               env=env, start_new_session=True)
         finally:
             err.close()
-        started = threading.Event()
-        self.thread(self._read_load, "load-reader", started)
+        self._load_ready, self._load_started = threading.Event(), threading.Event()
+        self.thread(self._read_load, "load-reader", self._load_ready, self._load_started)
+
+    def _start_load(self) -> None:
+        """Release the waiting load process (SIGUSR2) once it is ready; return when its users
+        started (the run's time zero)."""
         deadline = time.time() + 60
-        while not started.is_set():
-            if self.load_proc.poll() is not None:
-                raise RunError(f"load process exited with code {self.load_proc.returncode} before starting; "
-                               f"see {self.logs / 'load.log'}")
-            if time.time() > deadline:
-                raise RunError("load process did not start within 60 s")
-            started.wait(0.1)
+        for what, ev in (("get ready", self._load_ready), ("start", self._load_started)):
+            while not ev.is_set():
+                if self.load_proc.poll() is not None:
+                    raise RunError(f"load process exited with code {self.load_proc.returncode} before starting; "
+                                   f"see {self.logs / 'load.log'}")
+                if time.time() > deadline:
+                    raise RunError(f"load process did not {what} within 60 s")
+                ev.wait(0.05)
+            if ev is self._load_ready:
+                self.load_proc.send_signal(signal.SIGUSR2)  # our child, still running (polled above)
 
     def _consumer_event(self, what: str, detail: dict[str, Any], ts: float) -> None:
         self.event(EVENT_CONSUMERS_READY if what == "ready" else EVENT_CONSUMERS_FINISHED, detail, ts=ts)
 
-    def _read_load(self, started: threading.Event) -> None:
+    def _read_load(self, ready: threading.Event, started: threading.Event) -> None:
         for msg in json_lines(self.load_proc.stdout, self.logs / "load.jsonl"):
             ev = msg.get("event")
-            if ev == "started":
+            if ev == "ready":
+                ready.set()
+            elif ev == "started":
                 self.state.load_started = float(msg["ts"])
                 self.event(EVENT_LOAD_STARTED, {"pid": self.load_proc.pid, "spec": self.load_spec()},
                            ts=float(msg["ts"]))

@@ -162,12 +162,23 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_report_is_self_contained_and_names_its_runs(tmp_path):
+def _report(tmp_path, tables):
     agg = tmp_path / "agg"
     agg.mkdir()
     for name in TABLES:
-        write_table(name, _tables().get(name, []), agg)
-    out = build_report(agg, tmp_path / "rep")
+        write_table(name, tables.get(name, []), agg)
+    return build_report(agg, tmp_path / "rep")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The report of the hand-made tables as they are, built once for the tests that only read
+    it (a build renders ~10 figures: ~3 s)."""
+    return _report(tmp_path_factory.mktemp("report"), _tables())
+
+
+def test_report_is_self_contained_and_names_its_runs(report):
+    out = report
     html = out["html"].read_text()
     md = out["markdown"].read_text()
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
@@ -191,12 +202,8 @@ def test_report_is_self_contained_and_names_its_runs(tmp_path):
     assert not re.search(r"\de[+-]\d", md) and not re.search(r"\de[+-]\d", text)
 
 
-def test_fault_outages_until_recovery(tmp_path):
-    agg = tmp_path / "agg"
-    agg.mkdir()
-    for name in TABLES:
-        write_table(name, _tables().get(name, []), agg)
-    out = build_report(agg, tmp_path / "rep")
+def test_fault_outages_until_recovery(report):
+    out = report
     md, html = out["markdown"].read_text(), out["html"].read_text()
     section = md.split("## Fault outages", 1)[1].split("\n## ", 1)[0]
     rows = [r for r in section.splitlines() if r.startswith("| broker-loss")]
@@ -210,16 +217,8 @@ def test_fault_outages_until_recovery(tmp_path):
     assert all(f"`bl/{k}`" in cap for k in ("replication-a", "replication-b", "shared"))
 
 
-def _report(tmp_path, tables):
-    agg = tmp_path / "agg"
-    agg.mkdir()
-    for name in TABLES:
-        write_table(name, tables.get(name, []), agg)
-    return build_report(agg, tmp_path / "rep")
-
-
-def test_nic_over_time_and_link_fill(tmp_path):
-    out = _report(tmp_path, _tables())
+def test_nic_over_time_and_link_fill(report):
+    out = report
     md, html = out["markdown"].read_text(), out["html"].read_text()
     # One run per system on links, the one with its largest move: 64 MiB, never the 4 MiB copy.
     section = md.split("## NIC over time", 1)[1].split("\n## ", 1)[0]
@@ -253,8 +252,8 @@ def test_no_runs_on_links_says_so(tmp_path):
     assert html.count(NO_LINKS) == 2
 
 
-def test_every_scenario_has_its_figures(tmp_path):
-    md = _report(tmp_path, _tables())["markdown"].read_text()
+def test_every_scenario_has_its_figures(report):
+    md = report["markdown"].read_text()
     section = md.split("## Results per configuration", 1)[1].split("\n## ", 1)[0]
     rows = {r.split("|")[1].strip(): r for r in section.splitlines() if r.startswith("| ") and "|---" not in r}
     # broker-loss: no move, its outage, recovery and the producers' worst gap, with their spread
@@ -303,14 +302,14 @@ def test_report_opens_with_provenance_and_the_configurations_compared(tmp_path):
     assert "| shared storage (AutoMQ-style) | broker-loss (1 configuration) | 1 | unknown | unknown |" in head
 
 
-def test_phase_chart_never_stacks_a_span_on_its_parts(tmp_path):
+def test_phase_chart_never_stacks_a_span_on_its_parts(report):
     from bench.report.figures import phase_bars
 
     parts, spans, part_names, span_names = phase_bars(_tables())
     assert part_names == ["close.flush", "open.open"] and span_names == ["request_to_elect"]
     k = ("hand/t/shared-67108864", "0")
     assert sum(parts[k].values()) == pytest.approx(0.6) and dict(spans[k]) == {"request_to_elect": 0.5}
-    md = _report(tmp_path, _tables())["markdown"].read_text()
+    md = report["markdown"].read_text()
     cap = md.split("## Move phase breakdown", 1)[1].split("\n## ", 1)[0]
     assert "never stacked" in cap and "2 run(s)" in cap
 

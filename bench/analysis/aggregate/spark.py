@@ -20,8 +20,9 @@ QUANTILES = (0.5, 0.99, 0.999)
 
 @contextmanager
 def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuffle_partitions: int = 4,
-                  app_name: str = "reassign-bench-aggregate"):
-    """A Spark session configured for this machine (local, loopback only, no UI); always stopped."""
+                  app_name: str = "reassign-bench-aggregate", conf: dict[str, str] | None = None):
+    """A Spark session configured for this machine (local, loopback only, no UI); always stopped.
+    ``conf``: more Spark settings (e.g. :data:`SMALL_INPUTS`), applied last."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -36,12 +37,26 @@ def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuff
         b = (b.config("spark.driver.memory", driver_memory)
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1"))
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
     finally:
         spark.stop()
+
+
+# For a few small runs (the tests' synthetic and short runs): where the JVM's start and the tasks'
+# overhead, not the data, take the time. The results are the same as with any other setting:
+# - one partition for a local list (createDataFrame) and after a shuffle: the projection grid's
+#   cross joins of small lists no longer multiply into dozens of tiny tasks (its 100,000 points in
+#   ~2 s instead of ~10 s on 2 cores); the cluster simulations still run in 4 tasks on 2 cores;
+# - the JVM compiles with its quick compiler only (C1): a short-lived JVM spends less CPU
+#   compiling code it runs a few times (about a quarter less CPU for a test session's first
+#   aggregation); long aggregations of millions of rows want the default.
+SMALL_INPUTS = {"spark.default.parallelism": "1", "spark.sql.shuffle.partitions": "1",
+                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def spark_schema():
@@ -98,4 +113,4 @@ def cpu_mark(timings: dict[str, float], stage: str) -> None:
     timings["_cpu_last"] = now
 
 
-__all__ = ["APPROX_ACCURACY", "QUANTILES", "cpu_mark", "jvm_cpu_s", "quantiles", "read_histories", "spark_session"]
+__all__ = ["APPROX_ACCURACY", "QUANTILES", "SMALL_INPUTS", "cpu_mark", "jvm_cpu_s", "quantiles", "read_histories", "spark_session"]
