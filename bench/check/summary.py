@@ -53,6 +53,11 @@ clock). Shape::
                 p99_ms, p999_ms}} (the action's partitions), gap_seconds (longest time a tail
                 group got nothing), catch_up_bytes_per_s: {before|during|after}}]}
      cpu: {process: mean %},
+     host: {busy_mean_pct, busy_peak_pct, samples, saturated (true | false | null: unknown, fewer
+            than 2 host samples), reason (why unknown, else null), samples_over_threshold, from_ts,
+            to_ts (the load window), threshold_pct, source (host_sample | cpu_sample._machine |
+            null)}: the whole host's CPU over the load window, bench.check.host (each move's the
+            same, moves[].host_busy_mean_pct, host_busy_peak_pct, host_saturated),
      links: {node: {tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
                             mean_utilisation}}}  (emulated links only; tx = sent by the node)}
 
@@ -75,6 +80,7 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all, check_move_seconds
+from bench.check.host import run_host
 from bench.check.metrics import MOVE_METRICS, MoveRef
 from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict, verdict_counts
@@ -106,7 +112,7 @@ from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenari
 from workloads.messages import PRODUCER_ACKS, PRODUCER_LINGER_MS
 
 
-SCHEMA_VERSION = 2  # what build_summary writes; upgrade_summary reads every older one
+SCHEMA_VERSION = 3  # what build_summary writes; upgrade_summary reads every older one (3: host)
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -482,6 +488,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "outages": _outages(v, checks),
         "consumers": _consumers(checks),
         "cpu": _cpu(v),
+        "host": run_host(v),
         "links": _links(v),
     }
     return clean(summary)
@@ -498,6 +505,9 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     Any version: a per-move metric of :data:`~bench.check.metrics.MOVE_METRICS` a move lacks (a
     metric declared after the run, e.g. ``copy_bytes_at_request`` in a summary from before it) is
     computed from ``view`` (left out without one), so declaring a metric needs no version step.
+
+    Version 2 and older: ``host`` (the host's CPU over the load window, bench.check.host) from
+    ``view``'s samples (unknown without a view).
 
     Version 1 (no ``schema_version``) spans several shapes; what a summary lacks is filled in:
 
@@ -531,6 +541,8 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     conf = out.get("configuration")
     if isinstance(conf, dict) and conf.get("system_settings") is None:
         conf["system_settings"] = {k: conf[k] for k in WAL_SETTINGS if conf.get(k) is not None}
+    if "host" not in out:
+        out["host"] = run_host(view)  # unknown without the history
     out["schema_version"] = SCHEMA_VERSION
     return out
 
