@@ -42,8 +42,8 @@ SOURCE_HOST = EVENT_HOST_SAMPLE  # where a run's host samples came from
 SOURCE_MACHINE = f"{EVENT_CPU_SAMPLE}._machine"  # a history from before host_sample
 MACHINE_KEY = "_machine"
 
-RULE = (f"saturated: the host's mean CPU busy share (all cores, every process) over the window's "
-        f"once-a-second samples, each weighted by its seconds inside, above {SATURATED_BUSY_PCT:g} %; "
+RULE = (f"a window is saturated when the host's mean CPU busy share (all cores, every process) over its "
+        f"once-a-second samples, each weighted by its seconds inside, exceeds {SATURATED_BUSY_PCT:g} %; "
         f"unknown with fewer than {MIN_SAMPLES} samples")
 
 
