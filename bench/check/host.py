@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.check.view import HistoryView, hashable
-from bench.history.names import EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LOAD_FINISHED, EVENT_LOAD_STARTED
+from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LOAD_FINISHED, EVENT_LOAD_STARTED,
+                                 EVENT_RUN_START)
 
 SATURATED_BUSY_PCT = 90.0  # a window above this mean busy share of all cores is saturated
 MIN_SAMPLES = 2  # fewer host samples overlapping a window: unknown
@@ -129,15 +130,41 @@ def run_host(v: HistoryView | None) -> dict[str, Any]:
     without a history: an older summary read alone)."""
     if v is None:
         return {**host_window([], None, None, None), "reason": "no history to read host samples from",
-                "samples_over_threshold": None, "from_ts": None, "to_ts": None,
+                "samples_over_threshold": None, "run_processes_pct": None, "from_ts": None, "to_ts": None,
                 "threshold_pct": SATURATED_BUSY_PCT, "source": None}
     samples, source = host_samples(v)
     lo, hi = load_window(v, samples)
     w = host_window(samples, lo, hi, source)
     over = sum(1 for s in samples if s.busy_pct > SATURATED_BUSY_PCT
                and lo is not None and hi is not None and s.end > lo and s.start < hi)
-    return {**w, "samples_over_threshold": over if w["samples"] else None, "from_ts": lo, "to_ts": hi,
+    return {**w, "samples_over_threshold": over if w["samples"] else None,
+            "run_processes_pct": run_processes_pct(v, lo, hi), "from_ts": lo, "to_ts": hi,
             "threshold_pct": SATURATED_BUSY_PCT, "source": source}
+
+
+def host_cpus(v: HistoryView) -> int | None:
+    """The host's cores: from its host samples, else the run's provenance (run_start)."""
+    for e in v.events_named(EVENT_HOST_SAMPLE):
+        if isinstance(e.detail.get("cpus"), int) and e.detail["cpus"] > 0:
+            return e.detail["cpus"]
+    for e in v.events_named(EVENT_RUN_START):
+        cpus = ((e.detail.get("provenance") or {}).get("machine") or {}).get("cpus")
+        if isinstance(cpus, int) and cpus > 0:
+            return cpus
+    return None
+
+
+def run_processes_pct(v: HistoryView, lo: float | None, hi: float | None) -> float | None:
+    """The run's own processes' share of the host over [lo, hi] (%, 100 = every core): the sum of
+    each cpu_sample's processes (load, consumers, harness, cluster; % of one core) over the cores,
+    the mean over the samples. Beside the host's busy share it tells whose CPU it was: the run's,
+    or other work on the machine."""
+    cpus = host_cpus(v)
+    if cpus is None or lo is None or hi is None:
+        return None
+    xs = [sum(float(x) for k, x in e.detail.items() if not k.startswith("_") and isinstance(x, (int, float))) / cpus
+          for e in v.events_named(EVENT_CPU_SAMPLE) if lo < e.ts <= hi]
+    return round(sum(xs) / len(xs), 1) if xs else None
 
 
 def move_window(v: HistoryView, action_id: Any, request_ts: float | None, move_seconds: float | None
@@ -159,4 +186,5 @@ def move_host(v: HistoryView, action_id: Any, request_ts: float | None, move_sec
 
 
 __all__ = ["MIN_SAMPLES", "RULE", "SATURATED_BUSY_PCT", "SOURCE_HOST", "SOURCE_MACHINE", "HostSample", "host_samples",
-           "host_window", "is_saturated", "load_window", "move_host", "move_window", "run_host"]
+           "host_cpus", "host_window", "is_saturated", "load_window", "move_host", "move_window", "run_host",
+           "run_processes_pct"]

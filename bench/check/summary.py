@@ -54,9 +54,10 @@ clock). Shape::
                 group got nothing), catch_up_bytes_per_s: {before|during|after}}]}
      cpu: {process: mean %},
      host: {busy_mean_pct, busy_peak_pct, samples, saturated (true | false | null: unknown, fewer
-            than 2 host samples), reason (why unknown, else null), samples_over_threshold, from_ts,
-            to_ts (the load window), threshold_pct, source (host_sample | cpu_sample._machine |
-            null)}: the whole host's CPU over the load window, bench.check.host (each move's the
+            than 2 host samples), reason (why unknown, else null), samples_over_threshold,
+            run_processes_pct (the run's own processes' share of the host), from_ts, to_ts (the
+            load window), threshold_pct, source (host_sample | cpu_sample._machine | null)}: the
+            whole host's CPU over the load window, bench.check.host (each move's the
             same, moves[].host_busy_mean_pct, host_busy_peak_pct, host_saturated),
      links: {node: {tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
                             mean_utilisation}}}  (emulated links only; tx = sent by the node)}

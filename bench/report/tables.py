@@ -384,8 +384,11 @@ HOST_NOTE = (f"Every process of a run shares one host. A window is saturated whe
              f"host, not the system, and the move models leave it out. Unknown: fewer than {MIN_SAMPLES} samples "
              f"in the window (a move shorter than about a second), or a run from before host samples. A run's "
              f"window is its load; a move's, its request to the first ack on the new owner. Busy %: median "
-             f"(min–max) over the configuration's runs (load) or moves (mean and peak sample in each move's window).")
-HOST_HEAD = ["configuration", "runs", "host busy % (load)", "loads saturated", "moves", "saturated moves",
+             f"(min–max) over the configuration's runs (load) or moves (mean and peak sample in each move's window); "
+             f"of it the run's processes: the load, consumers, harness and cluster processes' share of the host "
+             f"(the rest was other work on the machine).")
+HOST_HEAD = ["configuration", "runs", "host busy % (load)", "of it the run's processes %", "loads saturated", "moves",
+             "saturated moves",
              "share of moves", "unknown", "host busy % (moves, mean)", "host busy % (moves, peak)"]
 
 
@@ -400,7 +403,8 @@ def host_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
     for c in configs:
         sat, unk = c.get("moves_host_saturated"), c.get("moves_host_unknown")
         rows.append([c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "load_host_busy_mean_pct"),
-                     count_text(c.get("runs_host_saturated")), c["moves"], count_text(sat),
+                     cfg_spread(c, "load_run_processes_pct"), count_text(c.get("runs_host_saturated")), c["moves"],
+                     count_text(sat),
                      _share(sat, c["moves"]) if sat is not None else MISSING, count_text(unk),
                      cfg_spread(c, "host_busy_mean_pct"), cfg_spread(c, "host_busy_peak_pct")])
     return rows

@@ -67,6 +67,7 @@ def test_a_move_timed_on_a_busy_host_is_saturated_its_run_is_not():
     assert h["busy_mean_pct"] == pytest.approx((4 * 95 + 16 * 50) / 20, abs=0.05) and h["saturated"] is False
     assert (h["samples"], h["samples_over_threshold"], h["busy_peak_pct"]) == (20, 4, 95.0)
     assert (h["from_ts"], h["to_ts"], h["threshold_pct"], h["source"]) == (T0, T0 + 20, 90.0, SOURCE_HOST)
+    assert h["run_processes_pct"] is None  # no cpu_sample: nothing of the run's own to count
     json.dumps(s, allow_nan=False)
 
 
@@ -108,6 +109,10 @@ def test_an_older_history_is_judged_on_cpu_samples_machine_key_without_its_first
     assert (samples[0].start, samples[0].end) == (T0 + 1, T0 + 2)
     assert move_host(v, 0, T0 + 10.0, 3.5)["saturated"] is True
     assert run_host(v)["samples"] == 19 and run_host(v)["saturated"] is False
+    assert run_host(v)["run_processes_pct"] is None  # no host_sample nor provenance: the cores are unknown
+    v = HistoryView(to_table(history(hot_move, machine_only=True) + [
+        event_row("run_start", T0 - 5, {"provenance": {"machine": {"cpus": 2}}})]))
+    assert run_host(v)["run_processes_pct"] == 50.0  # (broker-1 40 % + load 60 %) of one core each / 2 cores
 
 
 def test_an_older_summary_gets_host_from_its_history_on_upgrade():
@@ -175,4 +180,4 @@ def test_the_report_counts_saturated_moves_per_configuration_and_over_all():
          "load_host_busy_mean_pct_min": 60.0, "load_host_busy_mean_pct_max": 92.0, "host_busy_mean_pct_median": 80.0,
          "host_busy_mean_pct_min": 50.0, "host_busy_mean_pct_max": 95.0, "host_busy_peak_pct_median": 99.0,
          "host_busy_peak_pct_min": 99.0, "host_busy_peak_pct_max": 99.0}
-    assert tb.host_rows([c]) == [["c", "3", "70 (60–92)", "1", 3, "1", "33 %", "1", "80 (50–95)", "99"]]
+    assert tb.host_rows([c]) == [["c", "3", "70 (60–92)", "–", "1", 3, "1", "33 %", "1", "80 (50–95)", "99"]]

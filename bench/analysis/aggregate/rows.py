@@ -298,7 +298,8 @@ def host_columns(summary: dict[str, Any]) -> dict[str, Any]:
     """The runs table's host columns from summary.json's ``host`` (bench/check/host.py)."""
     h = summary.get("host") if isinstance(summary.get("host"), dict) else {}
     return {"host_busy_mean_pct": h.get("busy_mean_pct"), "host_busy_peak_pct": h.get("busy_peak_pct"),
-            "host_saturated": h.get("saturated"), "host_source": h.get("source")}
+            "host_saturated": h.get("saturated"), "host_source": h.get("source"),
+            "host_run_processes_pct": h.get("run_processes_pct")}
 
 
 def _med(xs: list[float]) -> float | None:

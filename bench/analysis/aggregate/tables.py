@@ -62,6 +62,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("timeline_t0", F64), ("timeline_bin_s", F64),
         # summary.json's host: the host's CPU over the load window (bench/check/host.py; null: unknown)
         ("host_busy_mean_pct", F64), ("host_busy_peak_pct", F64), ("host_saturated", BOOL), ("host_source", STR),
+        ("host_run_processes_pct", F64),  # of the host's CPU, the run's own processes' share
     ],
     "moves": [
         ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("action", STR),
@@ -156,7 +157,8 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # moves it could not tell (the moves' host figures: host_busy_*_pct_median|min|max above)
         ("runs_host_saturated", I64), ("moves_host_saturated", I64), ("moves_host_unknown", I64),
         ("load_host_busy_mean_pct_median", F64), ("load_host_busy_mean_pct_min", F64),
-        ("load_host_busy_mean_pct_max", F64),
+        ("load_host_busy_mean_pct_max", F64), ("load_run_processes_pct_median", F64),
+        ("load_run_processes_pct_min", F64), ("load_run_processes_pct_max", F64),
     ],
     "model_fit": [
         ("system", STR), ("family", STR), ("formula", STR), ("fixed_s", F64), ("fixed_se", F64),
