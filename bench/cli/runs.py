@@ -140,6 +140,7 @@ def cmd_analyze(args) -> int:
         p = summary["producer"]
         print(f"  producer: sent={p['sent']} acked={p['acked']} failed={p['failed']} info={p['info']} "
               f"rate={p['rate_msgs_per_s']}")
+        print(f"  host saturated: {host_text(summary, markup=False)} (bench/check/host.py)")
         if stored is None:
             print("  (no stored summary.json to compare with)")
         else:
@@ -197,14 +198,15 @@ def cmd_list(args) -> int:
     return 0
 
 
-def host_text(s: dict) -> str:
+def host_text(s: dict, markup: bool = True) -> str:
     """``python -m bench list``'s host column: whether the run's load window saturated the host
-    (bench/check/host.py), its mean busy share, and how many of its moves were saturated."""
+    (bench/check/host.py), its mean busy share, and how many of its moves were saturated
+    (``markup``: a saturated run in red, rich's markup)."""
     h = s.get("host")
     if not isinstance(h, dict):
         return "? (older summary)"
     sat = h.get("saturated")
-    word = "[red]yes[/red]" if sat else "no" if sat is False else "unknown"
+    word = ("[red]yes[/red]" if markup else "yes") if sat else "no" if sat is False else "unknown"
     mean = h.get("busy_mean_pct")
     moves = s.get("moves") or []
     n = sum(1 for m in moves if m.get("host_saturated"))
