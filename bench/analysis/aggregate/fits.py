@@ -140,7 +140,8 @@ def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = ()
         try:
             models[system] = projection_model(pts, validation, system)
         except ValueError as exc:
-            notes[system] = str(exc)
+            left = left_out.get(system, {})
+            notes[system] = str(exc) + (f" ({host_note(left)})" if any(left.values()) else "")
     fit_rows = [{**m.to_row(), **{"saturated_left_out": 0, "host_unknown_kept": 0, **left_out.get(s, {})},
                  "host_note": host_note(left_out.get(s))} for s, m in models.items()]
     return ({"models": models, "notes": notes, "validation": validation},
