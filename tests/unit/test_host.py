@@ -163,6 +163,9 @@ def test_the_models_leave_a_saturated_move_out_and_say_how_many():
     models, tables = fit_models([_move("s1", 8e6, 9.0, True, "shared"), _move("s2", 16e6, 9.0, True, "shared")])
     assert tables["model_fit"] == [] and models["notes"]["shared"] == (
         "no move to fit on: 2 saturated moves left out (host CPU > 90 %)")
+    # too few moves left to fit: the reason, and how many the host took away
+    models, _ = fit_models([_move("t1", 8e6, 2.0, False), _move("t2", 16e6, 3.0, True)])
+    assert models["notes"]["replication"].endswith("(1 saturated move left out (host CPU > 90 %))")
 
 
 def test_the_report_counts_saturated_moves_per_configuration_and_over_all():
