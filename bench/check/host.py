@@ -130,7 +130,8 @@ def run_host(v: HistoryView | None) -> dict[str, Any]:
     without a history: an older summary read alone)."""
     if v is None:
         return {**host_window([], None, None, None), "reason": "no history to read host samples from",
-                "samples_over_threshold": None, "run_processes_pct": None, "from_ts": None, "to_ts": None,
+                "samples_over_threshold": None, "run_processes_pct": None, "cpu_pressure_mean_pct": None,
+                "from_ts": None, "to_ts": None,
                 "threshold_pct": SATURATED_BUSY_PCT, "source": None}
     samples, source = host_samples(v)
     lo, hi = load_window(v, samples)
@@ -138,8 +139,20 @@ def run_host(v: HistoryView | None) -> dict[str, Any]:
     over = sum(1 for s in samples if s.busy_pct > SATURATED_BUSY_PCT
                and lo is not None and hi is not None and s.end > lo and s.start < hi)
     return {**w, "samples_over_threshold": over if w["samples"] else None,
-            "run_processes_pct": run_processes_pct(v, lo, hi), "from_ts": lo, "to_ts": hi,
+            "run_processes_pct": run_processes_pct(v, lo, hi), "cpu_pressure_mean_pct": cpu_pressure(v, lo, hi),
+            "from_ts": lo, "to_ts": hi,
             "threshold_pct": SATURATED_BUSY_PCT, "source": source}
+
+
+def cpu_pressure(v: HistoryView, lo: float | None, hi: float | None) -> float | None:
+    """The mean over [lo, hi]'s host samples of ``cpu_pressure_pct`` (the share of each second some
+    runnable task waited for a CPU, the kernel's PSI): how much waiting the busy share meant.
+    Reported, not part of the rule; None where the kernel has no PSI or the history predates it."""
+    if lo is None or hi is None:
+        return None
+    xs = [float(e.detail["cpu_pressure_pct"]) for e in v.events_named(EVENT_HOST_SAMPLE)
+          if lo < e.ts <= hi and isinstance(e.detail.get("cpu_pressure_pct"), (int, float))]
+    return round(sum(xs) / len(xs), 1) if xs else None
 
 
 def host_cpus(v: HistoryView) -> int | None:
@@ -185,6 +198,6 @@ def move_host(v: HistoryView, action_id: Any, request_ts: float | None, move_sec
     return host_window(samples, *move_window(v, action_id, request_ts, move_seconds), source)
 
 
-__all__ = ["MIN_SAMPLES", "RULE", "SATURATED_BUSY_PCT", "SOURCE_HOST", "SOURCE_MACHINE", "HostSample", "host_samples",
-           "host_cpus", "host_window", "is_saturated", "load_window", "move_host", "move_window", "run_host",
+__all__ = ["MIN_SAMPLES", "RULE", "SATURATED_BUSY_PCT", "SOURCE_HOST", "SOURCE_MACHINE", "HostSample", "cpu_pressure",
+           "host_samples", "host_cpus", "host_window", "is_saturated", "load_window", "move_host", "move_window", "run_host",
            "run_processes_pct"]

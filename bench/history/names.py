@@ -26,7 +26,9 @@ EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every c
 # not (bench/run/observe.py host_busy): {busy_pct (share of all cores not idle and not waiting
 # for I/O, psutil.cpu_percent's definition; 100 = every core busy), user_pct (user + nice),
 # system_pct (system + irq + softirq), iowait_pct, steal_pct (taken by the hypervisor), over the
-# interval_s seconds up to ts; cpus; load_1m}. What bench/check/host.py judges saturation on.
+# interval_s seconds up to ts; cpus; load_1m; cpu_pressure_pct: the share of the interval some
+# runnable task waited for a CPU, the kernel's PSI, null without it}. What bench/check/host.py
+# judges saturation on (busy_pct).
 # (cpu_sample's "_machine" key is busy_pct again; histories from before host_sample have only it.)
 EVENT_HOST_SAMPLE = "host_sample"
 # Emulated links, once a second during the load: {node: {tx_bytes_per_s, rx_bytes_per_s, rate_bits}}

@@ -77,7 +77,7 @@ def sample_processes(run: Any, until: float) -> None:
     whole host's CPU over the same second, as ``host_sample`` events (:func:`host_busy`: what
     bench/check/host.py judges saturation on)."""
     procs: dict[str, psutil.Process] = {}
-    host_prev = (time.time(), psutil.cpu_times())
+    host_prev = host_reading()
 
     def track(name: str, pid: int | None) -> None:
         if pid and name not in procs:
@@ -98,8 +98,8 @@ def sample_processes(run: Any, until: float) -> None:
                     del procs[name]  # restarted
                 track(name, pid)
         run.state.stop.wait(1.0)
-        ts = time.time()
-        host_now = (ts, psutil.cpu_times())
+        host_now = host_reading()
+        ts = host_now[0]
         host = host_busy(host_prev, host_now)
         host_prev = host_now
         cpu, rss = {}, {}
@@ -116,14 +116,31 @@ def sample_processes(run: Any, until: float) -> None:
         run.event(EVENT_HOST_SAMPLE, host, ts=ts)
 
 
-def host_busy(before: tuple[float, Any], after: tuple[float, Any]) -> dict[str, Any]:
-    """The whole host's CPU between two ``(time.time(), psutil.cpu_times())`` readings: the
-    ``host_sample`` payload (bench/history/names.py). Shares of all cores, in %; busy is what is
-    neither idle nor waiting for I/O (psutil.cpu_percent's definition, htop's; guest time is
-    already in user). Computed from the two readings, not from psutil.cpu_percent(None), whose
-    interval runs from the calling thread's previous call (the first sample of a run would span
-    nothing)."""
-    (t0, a), (t1, b) = before, after
+PSI_CPU = "/proc/pressure/cpu"
+
+
+def host_reading() -> tuple[float, Any, int | None]:
+    """(time.time(), psutil.cpu_times(), the kernel's CPU pressure stall total: microseconds during
+    which some runnable task waited for a CPU, None without PSI)."""
+    stall = None
+    try:
+        with open(PSI_CPU, encoding="ascii") as f:
+            some = f.readline().split()  # some avg10=.. avg60=.. avg300=.. total=<us>
+        stall = int(some[-1].split("=")[1]) if some and some[0] == "some" else None
+    except (OSError, ValueError, IndexError):
+        pass
+    return time.time(), psutil.cpu_times(), stall
+
+
+def host_busy(before: tuple[float, Any, int | None], after: tuple[float, Any, int | None]) -> dict[str, Any]:
+    """The whole host's CPU between two :func:`host_reading` readings: the ``host_sample`` payload
+    (bench/history/names.py). Shares of all cores, in %; busy is what is neither idle nor waiting
+    for I/O (psutil.cpu_percent's definition, htop's; guest time is already in user). Computed from
+    the two readings, not from psutil.cpu_percent(None), whose interval runs from the calling
+    thread's previous call (the first sample of a run would span nothing). ``cpu_pressure_pct``:
+    the share of the interval during which some runnable task waited for a CPU (the kernel's PSI;
+    None without it): recorded beside the busy share, not part of the saturation rule."""
+    (t0, a, p0), (t1, b, p1) = before, after
     d = {f: max(0.0, getattr(b, f) - getattr(a, f)) for f in b._fields}
     total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
 
@@ -138,7 +155,9 @@ def host_busy(before: tuple[float, Any], after: tuple[float, Any]) -> dict[str, 
     return {"busy_pct": pct(total - idle), "user_pct": pct(d.get("user", 0.0) + d.get("nice", 0.0)),
             "system_pct": pct(d.get("system", 0.0) + d.get("irq", 0.0) + d.get("softirq", 0.0)),
             "iowait_pct": pct(d.get("iowait", 0.0)), "steal_pct": pct(d.get("steal", 0.0)),
-            "interval_s": round(t1 - t0, 3), "cpus": psutil.cpu_count(), "load_1m": load_1m}
+            "interval_s": round(t1 - t0, 3), "cpus": psutil.cpu_count(), "load_1m": load_1m,
+            "cpu_pressure_pct": (round(min(100.0, (p1 - p0) / 1e4 / (t1 - t0)), 1)
+                                 if p0 is not None and p1 is not None and t1 > t0 else None)}
 
 
 def link_bytes(network: Network) -> dict[str, tuple[int, int]]:

@@ -240,6 +240,7 @@ def test_short_run_end_to_end(small_run):
     samples = [json.loads(d) for d in read_history(run_dir / "history.parquet").filter(
         pc.equal(pc.field("event"), "host_sample"))["detail"].to_pylist()]
     assert len(samples) == host["samples"] and all(0.9 < x["interval_s"] < 2 and x["cpus"] >= 1 for x in samples)
+    assert all(0 <= x["busy_pct"] <= 100 and 0 <= x["user_pct"] + x["system_pct"] <= 100.1 for x in samples)
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ T0 = 1_000.0
 
 def host(ts, busy):
     return event_row("host_sample", T0 + ts, {"busy_pct": busy, "user_pct": busy, "system_pct": 0.0, "iowait_pct": 0.0,
-                                              "steal_pct": 0.0, "interval_s": 1.0, "cpus": 2, "load_1m": 1.0})
+                                              "steal_pct": 0.0, "interval_s": 1.0, "cpus": 2, "load_1m": 1.0,
+                                              "cpu_pressure_pct": busy / 10})
 
 
 def history(busy_at, machine_only=False, move_at=10.0, first_ack_at=13.5):
@@ -68,6 +69,7 @@ def test_a_move_timed_on_a_busy_host_is_saturated_its_run_is_not():
     assert (h["samples"], h["samples_over_threshold"], h["busy_peak_pct"]) == (20, 4, 95.0)
     assert (h["from_ts"], h["to_ts"], h["threshold_pct"], h["source"]) == (T0, T0 + 20, 90.0, SOURCE_HOST)
     assert h["run_processes_pct"] is None  # no cpu_sample: nothing of the run's own to count
+    assert h["cpu_pressure_mean_pct"] == pytest.approx((4 * 9.5 + 16 * 5) / 20, abs=0.05)  # reported, not judged
     json.dumps(s, allow_nan=False)
 
 
