@@ -81,6 +81,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "kafka_burst_factor": None,
     "kafka_burst_s": None,
     "kafka_drain_s": 20.0,  # on stop: wait this long for outstanding acks, then purge
+    "kafka_linger_ms": PRODUCER_LINGER_MS,  # the producers' linger.ms (workloads/messages.py: why 5)
     "kafka_producer_config": "",  # JSON object of extra librdkafka settings
 }
 
@@ -109,6 +110,8 @@ def _add_options(parser) -> None:
         add(g, f"--kafka-{opt}", env_var=env, type=float, default=None, help=what)
     add(g, "--kafka-drain-s", env_var="KAFKA_DRAIN_S", type=float, default=OPTION_DEFAULTS["kafka_drain_s"],
         help="on stop: wait this long for outstanding acks, then purge")
+    add(g, "--kafka-linger-ms", env_var="KAFKA_LINGER_MS", type=int, default=OPTION_DEFAULTS["kafka_linger_ms"],
+        help="the producers' linger.ms (default 5: librdkafka's and Kafka 4.0's own default)")
     add(g, "--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
         default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON object of extra librdkafka settings")
 
@@ -192,15 +195,15 @@ class KafkaProducerUser(User):
         self.pname_b = self.pname.encode()
         self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
         self.size = len(self.payload)
-        # linger.ms: an idempotent librdkafka producer allows 5 requests in flight per broker, and
-        # while all 5 wait for acks with a batch ready to go, its broker thread busy-polls
-        # (millions of wakeups a second; docs/measurements/automq.md). At linger.ms=5 five
-        # requests cover 25 ms, so a system acking later (the shared system acks after a WAL PUT,
-        # ~0.25-0.5 s) cost 7-10x the CPU per message; at 250 ms they cover 1.25 s of acks of
-        # one partition (less with more partitions on one broker; at high rates batches fill
-        # batch.size before linger.ms and go out earlier).
+        # linger.ms: the scenario's workload.linger_ms, default 5 ms (the client's own default,
+        # workloads/messages.py). An idempotent librdkafka producer allows 5 requests in flight per
+        # broker, and while all 5 wait for acks with a batch ready to go its broker thread
+        # busy-polls (millions of wakeups a second; docs/measurements/automq.md): at 5 ms five
+        # requests cover 25 ms of production, so against a system that acks later (the shared
+        # system acks after a WAL PUT) the load process spends more CPU per message. That is
+        # measured (the report's sensitivity table), not tuned away here.
         conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": PRODUCER_ACKS, "enable.idempotence": True,
-                "linger.ms": PRODUCER_LINGER_MS, "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
+                "linger.ms": int(o.kafka_linger_ms), "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
                 "partitioner": "murmur2_random"}
         if o.kafka_producer_config:
             import json

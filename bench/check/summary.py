@@ -13,11 +13,18 @@ clock). Shape::
                   versions: {reassign-bench, confluent-kafka, librdkafka, kafka-python, locust,
                              pyspark, minio, seaweedfs}, links_emulated},
      configuration: {system, label, brokers, replication_factor, min_insync_replicas, acks,
-                     ack_meaning, throttle_bytes_per_s, throttle_rule, link_rate,
+                     linger_ms, ack_meaning, throttle_bytes_per_s, throttle_rule,
+                     move_budget_bytes_per_s, move_budget_rule ("half the link per move" |
+                     "a fixed rate" | "none"), move_budget_mechanism, link_rate,
                      client_link_rate, object_store_link_rate, wal_batch_interval_ms,
                      wal_upload_threshold_bytes, <the profile's describe()>,
-                     system_settings: <the profile's describe() again, apart>},
+                     system_settings: <the profile's describe() again, apart>,
+                     scale: null (no scale model declared) | {bytes, rate, tolerance,
+                            settings: [{setting, dimension (bytes|rate|time), value, production,
+                                        source, factor, declared, breaks}], breaks: [setting]}
+                            (bench.scenario.scale.scale_check)},
      params: {prefill_bytes_per_partition, replication_throttle_bytes_per_s,
+              replication_throttle_of_link, move_budget_of_link, linger_ms,
               objstore_bandwidth_bytes_per_s, message_bytes, produce_rate_msgs_per_s, brokers,
               producers, duration_s, partitions, replication_factor, link_rate,
               object_store_link_rate, client_link_rate, <each system's own setting the scenario
@@ -37,6 +44,7 @@ clock). Shape::
                       bench.check.moves.move_link_fill)}],
      producer: {sent, acked, failed, info, rate_msgs_per_s, throughput_mb_per_s,
                 target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
+                load_cpu_s_per_1000_msgs (the load process's CPU s per 1,000 acked messages),
                 locust: {...Locust's own request stats}},
      verify: {partitions, complete, read, prefill_read},
      outages: [{action_id, kind, broker, start_ts, partitions, unavailable_seconds (worst affected
@@ -71,6 +79,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -111,19 +120,36 @@ from bench.history.names import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
-from workloads.messages import PRODUCER_ACKS, PRODUCER_LINGER_MS
+from bench.scenario.scale import scale_check
+from workloads.messages import PRODUCER_ACKS
 
 
-SCHEMA_VERSION = 3  # what build_summary writes; upgrade_summary reads every older one (3: host)
+SCHEMA_VERSION = 4  # what build_summary writes; upgrade_summary reads every older one (4: host)
+
+
+def producer_linger_ms(sc: Scenario) -> int | float | None:
+    """The load's producers' linger.ms: the workload's, unless the scenario's client settings
+    (``system.client``, applied last to every client) give their own."""
+    v = sc.system.client.get("linger.ms")
+    if v is None:
+        return sc.workload.linger_ms
+    try:
+        x = float(v)  # an {env: NAME} reference is not known here
+    except (TypeError, ValueError):
+        return None
+    return int(x) if x.is_integer() else x
 
 
 def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, Any]:
     wl = sc.workload
+    settings = sc.settings()  # shares of the link in bytes/s, each in its system's own setting
     out = {
         "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
-        # in bytes/s even when the scenario gave it as a share of the link
-        "replication_throttle_bytes_per_s": sc.settings()["replication_throttle_bytes_per_s"],
+        # in bytes/s even when the scenario gave it as a share of the link (the move budget too)
+        "replication_throttle_bytes_per_s": settings.get("replication_throttle_bytes_per_s"),
         "replication_throttle_of_link": sc.system.replication_throttle_of_link,
+        "move_budget_of_link": sc.system.move_budget_of_link,
+        "linger_ms": producer_linger_ms(sc),
         "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
         "message_bytes": wl.message_bytes,
         "produce_rate_msgs_per_s": wl.produce_rate_msgs_per_s,
@@ -140,8 +166,9 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
                                    if sc.profile.object_store is not None else None),
         "client_link_rate": sc.network.client_link_rate or sc.network.link_rate,
     }
-    # the systems' own settings where the scenario sets them (None: the system's default)
-    out.update({f: getattr(sc.system, f) for f in OWN_SETTINGS if getattr(sc.system, f) is not None})
+    # the systems' own settings where the scenario sets them, a move budget in its system's own
+    # (None: the system's default)
+    out.update({f: settings[f] for f in OWN_SETTINGS if settings.get(f) is not None})
     for k, v in (matrix or {}).items():
         out[k] = v
     return out
@@ -150,12 +177,31 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
 def throttle_rule(sc: Scenario) -> str | None:
     """How the scenario set the replication throttle, in an operator's words."""
     share = sc.system.replication_throttle_of_link
+    if share is None and sc.profile.move_budget == "replication_throttle_bytes_per_s":
+        share = sc.system.move_budget_of_link  # the move budget is this system's throttle
     if share is not None:
         return (f"{share:.0%} of a broker's {sc.network.link_rate} link per move; the rest stays "
                 f"for produce, fetch and in-sync replication")
     if sc.system.replication_throttle_bytes_per_s is not None:
         return "a fixed rate in bytes/s"
     return None
+
+
+def _share_text(share: float) -> str:
+    return {0.5: "half", 1.0: "all", 0.25: "a quarter"}.get(float(share), f"{share:.0%}")
+
+
+def move_budget_of(sc: Scenario) -> tuple[int | None, str]:
+    """The run's cap on a move's traffic in bytes/s (None: no limit) and the rule in an operator's
+    words: "half the link per move", "a fixed rate", "none"."""
+    prof = sc.profile
+    rate = sc.settings().get(prof.move_budget) if prof.move_budget else None
+    if not rate:
+        return None, "none"
+    share = sc.system.move_budget_of_link
+    if share is None and prof.move_budget == "replication_throttle_bytes_per_s":
+        share = sc.system.replication_throttle_of_link  # the copy systems' own way of saying it
+    return int(rate), (f"{_share_text(share)} the link per move" if share is not None else "a fixed rate")
 
 
 def configuration_of(sc: Scenario) -> dict[str, Any]:
@@ -167,19 +213,25 @@ def configuration_of(sc: Scenario) -> dict[str, Any]:
     has_store = prof.object_store is not None
     throttle = sc.settings()["replication_throttle_bytes_per_s"] if prof.bandwidth_param == \
         "replication_throttle_bytes_per_s" else None
+    budget, rule = move_budget_of(sc)
     return {
         "system": sc.system.kind, "label": sc.system.label or prof.label, "brokers": sc.system.brokers,
         "bootstrap": sc.system.bootstrap,  # a cluster the harness did not start, else None
         "client_settings": sorted(sc.system.client),  # names only: values may be secrets
         "replication_factor": rf, "min_insync_replicas": min_isr if rf > 1 else None,
-        "acks": PRODUCER_ACKS, "linger_ms": PRODUCER_LINGER_MS, "ack_meaning": prof.ack_meaning,
+        "acks": PRODUCER_ACKS, "linger_ms": producer_linger_ms(sc), "ack_meaning": prof.ack_meaning,
         "throttle_bytes_per_s": throttle, "throttle_rule": throttle_rule(sc) if throttle else None,
+        # the operator's move budget, the same rule for every system, and the system's mechanism for it
+        "move_budget_bytes_per_s": budget, "move_budget_rule": rule,
+        "move_budget_mechanism": prof.move_budget_label if budget else None,
         "link_rate": net.link_rate, "client_link_rate": net.client_link_rate or net.link_rate,
         "object_store_link_rate": (net.object_store_link_rate or net.link_rate) if has_store else None,
         "wal_batch_interval_ms": None, "wal_upload_threshold_bytes": None,
         **prof.describe(sc.settings()),
         # the same, kept apart: the report's "system settings" column shows each system's own
         "system_settings": prof.describe(sc.settings()),
+        # the scale model the scenario declares, checked setting by setting (None: none declared)
+        "scale": scale_check(sc),
     }
 
 
@@ -456,12 +508,28 @@ def _links(v: HistoryView) -> dict[str, Any]:
     return {node: link_stats(samples, node) for node in sorted({n for e in samples for n in e.detail})}
 
 
+def load_cpu_s_per_1000(cpu: dict[str, Any] | None, producer: dict[str, Any] | None) -> float | None:
+    """CPU seconds the load process (the producers) spent per 1,000 acked messages: its mean CPU
+    over the load (``cpu.load``, % of one core) divided by the acked rate. What a client that spins
+    costs (the report's sensitivity table)."""
+    load = (cpu or {}).get("load")
+    rate = (producer or {}).get("rate_msgs_per_s")
+    if not isinstance(load, (int, float)) or not isinstance(rate, (int, float)) or rate <= 0:
+        return None
+    return round(load / 100.0 / rate * 1000.0, 6)
+
+
 def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
     v = HistoryView(table, scenario)
     checks = check_all(v, scenario)
     start = _first_detail(v, EVENT_RUN_START)
     end = _first_detail(v, EVENT_RUN_END)
     verify = [e.detail for e in _events(v, EVENT_VERIFY)]
+    producer, cpu = _producer(table, v, scenario), _cpu(v)
+    producer["load_cpu_s_per_1000_msgs"] = load_cpu_s_per_1000(cpu, producer)
+    # a run's own record of its configuration and params (run_start), in today's shape
+    configuration = start.get("configuration") or (configuration_of(scenario) if scenario else None)
+    params = start.get("params") or (params_of(scenario) if scenario else {})
     summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": start.get("run_id"),
@@ -477,11 +545,11 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "repetition": start.get("repetition", 1),
         "repetitions": start.get("repetitions", 1),
         "provenance": start.get("provenance"),
-        "configuration": start.get("configuration") or (configuration_of(scenario) if scenario else None),
-        "params": start.get("params") or (params_of(scenario) if scenario else {}),
+        "configuration": current_configuration(configuration),
+        "params": current_params(params, configuration),
         "checks": checks,
         "moves": _moves(table, v, checks),
-        "producer": _producer(table, v, scenario),
+        "producer": producer,
         "verify": {"partitions": len(verify), "complete": sum(1 for d in verify if d.get("complete")),
                    "read": sum(int(d.get("read") or 0) for d in verify),
                    "prefill_read": sum(int(d.get("prefill_read") or 0) for d in verify),
@@ -489,7 +557,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
                                   for d in verify if not d.get("complete")]},
         "outages": _outages(v, checks),
         "consumers": _consumers(checks),
-        "cpu": _cpu(v),
+        "cpu": cpu,
         "host": run_host(v),
         "links": _links(v),
     }
@@ -497,6 +565,37 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
 
 
 WAL_SETTINGS = ("wal_batch_interval_ms", "wal_upload_threshold_bytes")  # flat in a version-1 configuration
+_OLD_THROTTLE_RULE = re.compile(r"^(\d+(?:\.\d+)?)% of a broker's")
+
+
+def current_configuration(conf: Any) -> Any:
+    """A run's ``configuration`` (as its run_start recorded it) with what older versions did not
+    record filled in (a copy; a current one comes back equal). Version 2 and before: the move
+    budget was the copy systems' replication throttle (the shared system's move had no limit)."""
+    if not isinstance(conf, dict):
+        return conf
+    out = dict(conf)
+    if "move_budget_bytes_per_s" not in out:
+        th = out.get("throttle_bytes_per_s")
+        m = _OLD_THROTTLE_RULE.match(out.get("throttle_rule") or "")
+        out["move_budget_bytes_per_s"] = th
+        out["move_budget_rule"] = ("none" if not th else f"{_share_text(float(m.group(1)) / 100)} the link per move"
+                                   if m else out.get("throttle_rule") or "a fixed rate")
+        out["move_budget_mechanism"] = "the replication throttle" if th else None
+    out.setdefault("scale", None)  # no scale model was declared before there was one
+    return out
+
+
+def current_params(params: Any, conf: Any) -> Any:
+    """A run's ``params`` with what older versions did not record: the producers' linger.ms (the
+    configuration's, where it has one) and the move budget (none was given as one before)."""
+    if not isinstance(params, dict):
+        return params
+    out = dict(params)
+    if "linger_ms" not in out:
+        out["linger_ms"] = conf.get("linger_ms") if isinstance(conf, dict) else None
+    out.setdefault("move_budget_of_link", None)
+    return out
 
 
 def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
@@ -508,9 +607,6 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     metric declared after the run, e.g. ``copy_bytes_at_request`` in a summary from before it) is
     computed from ``view`` (left out without one), so declaring a metric needs no version step.
 
-    Version 2 and older: ``host`` (the host's CPU over the load window, bench.check.host) from
-    ``view``'s samples (unknown without a view).
-
     Version 1 (no ``schema_version``) spans several shapes; what a summary lacks is filled in:
 
     * ``moves[].bytes_written_during_move`` (from before the bytes split): ``written_during(move)``,
@@ -519,6 +615,16 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
       ``bytes_moved_during_move``;
     * ``configuration.system_settings`` (from before it): the WAL settings the configuration
       carried flat (those set), else none.
+
+    Version 2 and older (:func:`current_configuration`, :func:`current_params`, which
+    :func:`build_summary` also applies to the configuration an older run recorded):
+    ``configuration.move_budget_*`` (the copy systems' replication throttle; none for the shared
+    system, whose move was not limited), ``configuration.scale`` (null), ``params.linger_ms`` (the configuration's) and
+    ``params.move_budget_of_link`` (null), ``producer.load_cpu_s_per_1000_msgs`` (from ``cpu.load``
+    and the acked rate).
+
+    Version 3 and older: ``host`` (the host's CPU over the load window, bench.check.host) from
+    ``view``'s samples (unknown without a view).
     """
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
     moves = [m for m in out.get("moves") or [] if isinstance(m, dict)]
@@ -543,6 +649,13 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     conf = out.get("configuration")
     if isinstance(conf, dict) and conf.get("system_settings") is None:
         conf["system_settings"] = {k: conf[k] for k in WAL_SETTINGS if conf.get(k) is not None}
+    # Version 2: no move budget, no linger.ms among the params, no load CPU per message.
+    out["configuration"] = current_configuration(conf)
+    out["params"] = current_params(out.get("params"), conf)
+    prod = out.get("producer")
+    if isinstance(prod, dict) and "load_cpu_s_per_1000_msgs" not in prod:
+        prod["load_cpu_s_per_1000_msgs"] = load_cpu_s_per_1000(out.get("cpu"), prod)
+    # Version 3: no host.
     if "host" not in out:
         out["host"] = run_host(view)  # unknown without the history
     out["schema_version"] = SCHEMA_VERSION

@@ -32,6 +32,27 @@ def production_defaults(system: str, brokers: int) -> dict[str, str]:
     return {"default.replication.factor": str(rf), "min.insync.replicas": str(min(p.min_insync_replicas, rf))}
 
 
+def topic_defaults_lines(system: str, config: dict[str, str], given: dict[str, str]) -> list[str]:
+    """What ``cluster start`` says about the defaults new topics get: the values, where each came
+    from (the system's production configuration or --config), and how to change them. With
+    min.insync.replicas above 1 a topic created with replication factor 1 refuses acks=all
+    writes (NOT_ENOUGH_REPLICAS): Kafka's answer, said here before it reads as a broken cluster."""
+    keys = ("default.replication.factor", "min.insync.replicas")
+    where = {k: "--config" if k in given else f"{system}'s production configuration" for k in keys}
+    out = ["topic defaults: " + ", ".join(f"{k}={config[k]} ({where[k]})" for k in keys)]
+    try:
+        min_isr = int(config["min.insync.replicas"])
+    except ValueError:
+        min_isr = 1
+    if min_isr > 1:
+        out.append(f"  a topic created with replication factor below {min_isr} refuses acks=all writes "
+                   f"(NOT_ENOUGH_REPLICAS: min.insync.replicas={min_isr}); create topics with replication factor "
+                   f">= {min_isr} (or leave it to the default), or start with --config min.insync.replicas=1")
+    else:
+        out.append("  change them with --config default.replication.factor=N --config min.insync.replicas=N")
+    return out
+
+
 def _broker(c: Cluster, bid: int | None) -> int:
     if bid is None:
         raise ClusterError("--broker is required")
@@ -48,13 +69,15 @@ def cmd_cluster(args) -> int:
         except ConfigError as e:
             print(f"error: --config {e}", file=sys.stderr)
             return 2
-        config = {**production_defaults(args.system, args.brokers), **_kv(args.config)}
+        given = _kv(args.config)
+        config = {**production_defaults(args.system, args.brokers), **given}
         c = Cluster(args.system, args.brokers, args.dir, config, link_rate=args.link_rate,
                     object_store_link_rate=args.object_store_link_rate, client_link_rate=args.client_link_rate,
                     object_store_latency=args.object_store_latency)
         c.start(timeout=args.timeout)
-        print(f"cluster up: {args.system}, {args.brokers} broker(s); default.replication.factor "
-              f"{config['default.replication.factor']}, min.insync.replicas {config['min.insync.replicas']}")
+        print(f"cluster up: {args.system}, {args.brokers} broker(s)")
+        for line in topic_defaults_lines(args.system, config, given):
+            print(line)
         if c.network is not None:
             n = c.network.to_dict()
             print(f"network: {n['subnet']} (namespaces {n['switch'][:-2]}*), links: "

@@ -156,7 +156,13 @@ def render_html(sections: list[Any], v: View) -> list[str]:
 PROVENANCE = Section("Provenance", bullets=lambda v: tb.provenance_lines(v.t["runs"]))
 CONFIGURATIONS = Section("Configurations compared", note=tb.CONFIG_NOTE, head=tb.CONFIG_HEAD,
                          rows=lambda v: tb.configuration_rows(v.configs, v.label))
+SCALE = Section(tb.SCALE_TITLE, note=lambda v: tb.scale_note(v.configs), head=tb.SCALE_HEAD,
+                rows=lambda v: tb.scale_rows(v.configs, v.label), paragraph=lambda v: tb.scale_undeclared(v.configs),
+                applies=lambda v: bool(tb.scale_rows(v.configs)))
 MEASURED = Section(tb.MEASURED_HEAD, bullets=lambda v: tb.measured_lines(v.t))
+SENSITIVITY = Section(tb.SENSITIVITY_TITLE, note=lambda v: tb.sensitivity_note(v.configs, v.label),
+                      head=tb.SENSITIVITY_HEAD, rows=lambda v: tb.sensitivity_rows(v.configs, v.label),
+                      applies=lambda v: bool(tb.linger_groups(v.configs)))
 RESULTS = Section("Results per configuration", note=tb.SPREAD_NOTE, head=tb.RESULT_HEAD,
                   rows=lambda v: tb.result_rows(v.configs))
 BYTES = Section("Bytes moved per configuration", note=BYTES_SPLIT_NOTE, head=tb.BYTES_HEAD,
@@ -200,8 +206,9 @@ OUTAGES = Section("Fault outages", note=OUTAGES_NOTE, head=OUTAGES_HEAD, rows=la
 MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.headline))
 
 # The two documents, in order.
-REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, MEASURED, RESULTS, BYTES, MORE_MOVES, PROTOCOL, CONSUMERS, Figures(),
-          LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
-SUMMARY = [PROVENANCE, CONFIGURATIONS, RESULTS, BYTES, MORE_MOVES, CONSUMERS, RUNS, OUTAGES, LINK_FILL, HOST, MODELS]
+REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, SCALE, MEASURED, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, PROTOCOL,
+          CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
+SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
+           HOST, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

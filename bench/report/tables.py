@@ -13,14 +13,16 @@ from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
 from bench.check.host import MIN_SAMPLES, SATURATED_BUSY_PCT
 from bench.check.metrics import MOVE_METRICS, MoveMetric
 from bench.check.safety import VERDICTS, verdict_counts
-from bench.check.summary import upgrade_summary
+from bench.check.summary import current_configuration, upgrade_summary
 from bench.check.windows import PHASES
+from bench.scenario.scale import STANDS_FOR
 from bench.history.names import EVENT_LEADER_CHANGE
 from bench.report.format import (
     MISSING, cfg_spread, commit_label, count_text, fmt_num, fmt_range, fmt_spread, label, runs_of, short, systems_of,
 )
 from bench.units import format_bytes
 from systems.registry import PROFILES
+from workloads.messages import PRODUCER_LINGER_MS
 
 
 SPREAD_NOTE = ("Figures per configuration: median (min–max) over its runs' moves, faults or runs (runs: how many); "
@@ -154,14 +156,36 @@ def consumer_rows(consumers: list[dict[str, Any]], configs: list[dict[str, Any]]
 
 
 CONFIG_HEAD = ["system", "configurations", "runs", "replication factor", "min.insync.replicas", "producers",
-               "an acknowledgement means", "replication throttle", "links (broker / client / object store)",
-               "the system's own settings"]
+               "an acknowledgement means", "move budget", "links (broker / client / object store)",
+               "the system's own settings", "scale model (bytes / rates)"]
 
 
 CONFIG_NOTE = ("What each system ran with: every system gets the same producers (librdkafka, idempotent, the acks "
                "and linger.ms shown; an ack's latency includes up to linger.ms of batching), load and links; what an "
                "acknowledgement promises differs and is stated here, as are the settings only one system has "
-               "(its profile's, effective values).")
+               "(its profile's, effective values). linger.ms is 5 unless a configuration says otherwise: the "
+               "client's own default, librdkafka's since v1.5.0 (raised from 0.5 ms) and the Kafka Java producer's "
+               "since 4.0 (KIP-1030, raised from 0), chosen for no system. Move budget: the operator's rule, the same "
+               "for every system, that a move's traffic gets at most that share of a broker's link, and the "
+               "mechanism each system caps its move traffic with (the copy and tiered systems' replication "
+               "throttle, the shared system's cap on the forced upload of the move's tail); none: no move limit. "
+               "Object store latency: the time to first byte of every request to the object store, emulated by a "
+               "delaying proxy (0ms: none); the default suite's p50=30ms,p99=80ms is S3 Standard's within one "
+               "region as Quickwit measured GETs from EC2 ('S3 Express speculations', 2023: 'around up to 30ms', "
+               "'80ms is rather common' in the tail), used for PUTs too.")
+
+
+def move_budget_text(conf: dict[str, Any]) -> str:
+    """A configuration's move budget in words: ``half the link per move: 5.96 MiB/s, the
+    replication throttle (...)`` or ``none`` (an older configuration: its replication throttle,
+    bench.check.summary.current_configuration)."""
+    x = current_configuration(conf)
+    rate, rule = x.get("move_budget_bytes_per_s"), x.get("move_budget_rule")
+    if rule is None and rate is None:
+        return UNKNOWN
+    if not rate:
+        return "none"
+    return f"{rule}: {format_bytes(rate)}/s" + (f", {x['move_budget_mechanism']}" if x.get("move_budget_mechanism") else "")
 
 
 def own_settings_text(conf: dict[str, Any]) -> str:
@@ -193,18 +217,190 @@ def configuration_rows(configs: list[dict[str, Any]], label=str) -> list[list[An
         def none_as(v: Any, text: str) -> Any:
             return text if v is None else v
 
-        th = get("throttle_bytes_per_s")
-        throttle = (UNKNOWN if th == UNKNOWN else "none" if th is None
-                    else f"{format_bytes(th)}/s" + (f" ({x['throttle_rule']})" if x.get("throttle_rule") else ""))
+        budget = move_budget_text(x) if x else UNKNOWN
         links = " / ".join(str(none_as(get(k), "none")) for k in ("link_rate", "client_link_rate", "object_store_link_rate"))
         if links == " / ".join([UNKNOWN] * 3):
             links = UNKNOWN
+        if x.get("object_store_latency"):  # the object store's time to first byte (0ms: none emulated)
+            links += f"; object store latency {x['object_store_latency']}"
         scen = sorted({c["scenario"] or "?" for c in cs})
         rows.append([label(system), ", ".join(scen) + f" ({len(cs)} configuration{'s' * (len(cs) != 1)})",
                      sum(c["runs"] for c in cs), get("replication_factor"), none_as(get("min_insync_replicas"), "n/a"),
-                     producer_settings(x) if x else UNKNOWN, get("ack_meaning"), throttle, links,
-                     own_settings_text(x) if x else UNKNOWN])
+                     producer_settings(x) if x else UNKNOWN, get("ack_meaning"), budget, links,
+                     own_settings_text(x) if x else UNKNOWN, scale_text(x) if x else UNKNOWN])
     return rows
+
+
+def _factor(f: Any) -> str:
+    """A factor as people say it: ``1/100``, ``1/102``, ``1``, ``0``."""
+    if f is None:
+        return MISSING
+    if f == 0:
+        return "0"
+    return f"1/{1 / f:.3g}" if f < 1 else fmt_num(f)
+
+
+def scale_text(conf: dict[str, Any]) -> str:
+    """The configuration's scale model in a cell: ``1/100 / 1/100`` (and the settings that break
+    it), or ``not declared``."""
+    sc = current_configuration(conf).get("scale")
+    if not sc:
+        return "not declared"
+    broken = sc.get("breaks") or []
+    return f"{_factor(sc['bytes'])} / {_factor(sc['rate'])}" + (
+        f"; broken by {', '.join(broken)}" if broken else "")
+
+
+SCALE_TITLE = "Scale model: each scaled setting against production's"
+SCALE_HEAD = ["system", "configurations", "setting", "value run", "production value", "source", "factor (declared)",
+              "scaling"]
+
+
+def scale_note(configs: list[dict[str, Any]]) -> str:
+    tols = sorted({sc["tolerance"] for c in configs if (sc := _scale_of(c))})
+    return ("A scenario that declares a scale model (`scale: {bytes, rate}`) says it is a production cluster scaled "
+            "down: sizes by the bytes factor, rates by the rate factor, time-like settings (timeouts, linger.ms, the "
+            "object store's latency) unchanged, so that a transfer-bound time, bytes over rate, is the production one "
+            "(docs/scale-model.md). Per setting of each system: the value run, the production value and where it "
+            "comes from, and the factor between them; a factor further than the tolerance ("
+            + ", ".join(f"±{t:.0%}" for t in tols) + ") from the declared one breaks the scaling. The partitions' "
+            "size and the ingest have no production default: they show what the run stands for. What does not scale "
+            "(CPU per byte, per-request costs, object counts) is in docs/scale-model.md.")
+
+
+def _scale_of(c: dict[str, Any]) -> dict[str, Any] | None:
+    return current_configuration(json.loads(c["configuration"])).get("scale") if c.get("configuration") else None
+
+
+def _scaled_value(v: Any, dimension: str) -> str:
+    if v is None:
+        return MISSING
+    if dimension == "bytes":
+        return format_bytes(v)
+    if dimension == "rate":
+        return f"{fmt_num(v / 1e6)} MB/s"
+    return f"{fmt_num(v)} ms"
+
+
+def scale_rows(configs: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    """One row per system and scaled setting with its value, the scenarios that ran it alike."""
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for c in configs:
+        sc = _scale_of(c)
+        for r in (sc or {}).get("settings") or []:
+            key = (c["system"], r["setting"], r["dimension"], r["value"], r["production"], r["source"], r["factor"],
+                   r["declared"], r["breaks"], sc["tolerance"])
+            if (c["scenario"] or "?") not in groups[key]:
+                groups[key].append(c["scenario"] or "?")
+    order = {s: i for i, s in enumerate(PROFILES)}
+    rows = []
+    for key, scen in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][0])):
+        system, setting, dim, value, prod, source, factor, declared, breaks, tol = key
+        stands_for = source == STANDS_FOR
+        dev = None if factor is None or not declared else factor / declared - 1
+        verdict = ("stands for" if stands_for else MISSING if dev is None else
+                   f"BREAKS ({dev:+.1%}, tolerance ±{tol:.0%})" if breaks else f"ok ({dev:+.1%})")
+        rows.append([label(system), ", ".join(sorted(scen)), setting, _scaled_value(value, dim),
+                     _scaled_value(prod, dim), source, f"{_factor(factor)} ({_factor(declared)})", verdict])
+    return rows
+
+
+def scale_undeclared(configs: list[dict[str, Any]]) -> str:
+    none = sorted({c["scenario"] or "?" for c in configs if c.get("configuration") and not _scale_of(c)})
+    return (f"Declaring no scale model (not checked): {', '.join(none)}." if none else
+            "Every configuration declares a scale model.")
+
+
+SENSITIVITY_TITLE = "What batching does to each system: linger.ms"
+SENSITIVITY_HEAD = ["configuration", "system", "linger.ms", "runs", "move s", "unavailable s (move) / outage s (fault)",
+                    "p99 before (ms)", "p99 during (ms)", "load CPU s per 1,000 msgs"]
+# A system makes the client spin when the load process spends at least this many times the CPU per
+# acked message against it that it spends against every other system at the same linger.ms.
+SPIN_RATIO = 1.5
+
+
+def _linger(c: dict[str, Any]) -> Any:
+    return json.loads(c["params"]).get("linger_ms")
+
+
+def linger_groups(configs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Configurations (configs-table rows) that differ only in the producers' linger.ms, their other
+    params equal, where a group has at least two lingers; each group in linger order."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for c in configs:
+        params = json.loads(c["params"]) if c.get("params") else {}
+        if params.get("linger_ms") is None:
+            continue
+        rest = {k: v for k, v in params.items() if "linger" not in k}  # linger_ms and a workload.linger_ms axis
+        groups[(c["scenario"] or "", c["system"], json.dumps(rest, sort_keys=True, default=str))].append(c)
+    order = {name: i for i, name in enumerate(PROFILES)}
+    out = [sorted(cs, key=_linger) for cs in groups.values() if len({_linger(c) for c in cs}) >= 2]
+    return sorted(out, key=lambda cs: (cs[0]["scenario"] or "", cs[0].get("prefill_bytes_per_partition") or 0,
+                                       order.get(cs[0]["system"], len(order))))
+
+
+def sensitivity_rows(configs: list[dict[str, Any]], label=str) -> list[list[Any]]:
+    rows = []
+    for group in linger_groups(configs):
+        for c in group:
+            size = c.get("prefill_bytes_per_partition")
+            rows.append([f"{c['scenario']}" + (f", {format_bytes(size)} partitions" if size else ""), label(c["system"]),
+                         fmt_num(_linger(c)), runs_of(c), cfg_spread(c, "move_seconds"),
+                         cfg_spread(c, "unavailable_seconds") if c["moves"] else cfg_spread(c, "outage_seconds"),
+                         fmt_num(c.get("before_p99_ms")), fmt_num(c.get("during_p99_ms")),
+                         cfg_spread(c, "load_cpu_s_per_1000_msgs")])
+    return rows
+
+
+def load_cpu_by_linger(configs: list[dict[str, Any]]) -> dict[Any, dict[str, float]]:
+    """linger.ms -> system -> the median over that system's configurations of the sensitivity set of
+    their median load CPU s per 1,000 acked messages."""
+    per: dict[tuple, list[float]] = defaultdict(list)
+    for group in linger_groups(configs):
+        for c in group:
+            if c.get("load_cpu_s_per_1000_msgs_median") is not None:
+                per[(_linger(c), c["system"])].append(float(c["load_cpu_s_per_1000_msgs_median"]))
+    out: dict[Any, dict[str, float]] = defaultdict(dict)
+    for (linger, system), xs in per.items():
+        out[linger][system] = statistics.median(xs)
+    return dict(out)
+
+
+def sensitivity_note(configs: list[dict[str, Any]], label=str) -> str:
+    """What the table is, then what the measured load CPU says: a system against which the client
+    spends at least SPIN_RATIO times the CPU per message it spends against every other system at the
+    default linger.ms is named, with the measured ratios (and those at the other lingers)."""
+    text = (f"The same configurations at two settings of the producers' linger.ms, nothing else changed: the "
+            f"default {PRODUCER_LINGER_MS} ms (the client's own default) and the others shown. Medians (min–max) "
+            "over each configuration's runs, as in the results table; load CPU: the load process's CPU seconds "
+            "per 1,000 acked messages (summary.json producer.load_cpu_s_per_1000_msgs).")
+    cpu = load_cpu_by_linger(configs)
+    at = cpu.get(PRODUCER_LINGER_MS) or {}
+    if len(at) < 2:
+        return text
+    others = sorted(x for x in cpu if x != PRODUCER_LINGER_MS)
+
+    def ratios(system: str, linger: Any) -> str:
+        here = cpu.get(linger) or {}
+        return ", ".join(f"{here[system] / here[o]:.1f}x {label(o)}'s ({fmt_num(here[o])})"
+                         for o in here if o != system and here.get(system) and here[o])
+
+    spin = [s for s in at if all(at[s] >= SPIN_RATIO * at[o] for o in at if o != s)]
+    for system in spin:
+        then = "; ".join(f"at linger.ms={fmt_num(x)}: {ratios(system, x)}" for x in others
+                         if (cpu[x].get(system) and len(cpu[x]) > 1))
+        text += (f" At linger.ms={PRODUCER_LINGER_MS} the client spins against {label(system)}: the load process "
+                 f"spent {fmt_num(at[system])} s per 1,000 messages against it, {ratios(system, PRODUCER_LINGER_MS)}"
+                 + (f" ({then})" if then else "") +
+                 ". Its acks come later, so an idempotent librdkafka producer's 5 requests in flight per broker "
+                 "wait while a batch is ready and its broker thread busy-polls (docs/measurements/automq.md); "
+                 "on a machine the brokers share, that CPU is theirs too.")
+    if not spin:
+        high = max(at, key=at.get)
+        text += (f" At linger.ms={PRODUCER_LINGER_MS} no system made the load process spend {SPIN_RATIO:g}x or more "
+                 f"the CPU per message it spent against every other: the most costly, {label(high)}, "
+                 f"{ratios(high, PRODUCER_LINGER_MS)}.")
+    return text
 
 
 def provenance_lines(runs: list[dict[str, Any]]) -> list[str]:
@@ -431,8 +627,12 @@ def host_lines(t) -> list[str]:
 
 __all__ = [
     "BYTES_HEAD", "CONFIG_HEAD", "CONFIG_NOTE", "CONSUMERS_HEAD", "CONSUMERS_NOTE", "CONSUMERS_TITLE", "FAULT_HEAD",
-    "FAULT_NOTE", "HOST_HEAD", "HOST_NOTE", "HOST_TITLE", "host_lines", "host_rows", "LINK_FILL_HEAD", "LINK_FILL_NOTE", "MEASURED_HEAD", "NO_LINKS", "PROTOCOL_HEAD", "PROTOCOL_NOTE",
-    "PROTOCOL_TITLE", "RESULT_HEAD", "SAFETY_HEAD", "SAFETY_NOTE", "SPREAD_NOTE", "bytes_rows", "configuration_rows",
+    "FAULT_NOTE", "HOST_HEAD", "HOST_NOTE", "HOST_TITLE", "LINK_FILL_HEAD", "LINK_FILL_NOTE", "MEASURED_HEAD",
+    "NO_LINKS", "PROTOCOL_HEAD", "PROTOCOL_NOTE",
+    "PROTOCOL_TITLE", "RESULT_HEAD", "SAFETY_HEAD", "SAFETY_NOTE", "SENSITIVITY_HEAD", "SENSITIVITY_TITLE", "SPIN_RATIO",
+    "SCALE_HEAD", "SCALE_TITLE", "SPREAD_NOTE", "bytes_rows", "configuration_rows", "scale_note", "scale_rows",
+    "scale_text", "scale_undeclared", "linger_groups", "load_cpu_by_linger", "move_budget_text",
+    "sensitivity_note", "sensitivity_rows", "host_lines", "host_rows",
     "consumer_rows", "fault_rows", "link_fill_rows", "measured_lines", "own_settings_text", "producer_settings",
     "protocol_note", "protocol_rows", "provenance_lines", "recovery_label", "result_rows", "safety_counts",
     "safety_rows",

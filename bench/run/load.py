@@ -285,6 +285,7 @@ def drive(spec: dict[str, Any]) -> int:
         kafka_rate=spec["rate"], kafka_users=spec["producers"], kafka_key_distribution=spec["key_distribution"],
         kafka_shape=spec["shape"]["kind"], kafka_duration_s=spec["duration_s"], kafka_drain_s=spec["drain_s"],
         kafka_producer_config=json.dumps(clients.resolve(spec.get("client"))),
+        **({"kafka_linger_ms": spec["linger_ms"]} if spec.get("linger_ms") is not None else {}),
     )
     shape_params = {k: v for k, v in spec["shape"].items() if k != "kind"}
     shape = make_shape(spec["shape"]["kind"], spec["rate"], spec["duration_s"], spec["producers"], hold=True,

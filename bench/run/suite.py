@@ -1,10 +1,19 @@
 """``python -m bench suite default`` (what ``make bench`` runs): every system the harness starts
 (systems/registry.py ``LAUNCHED``: replication copy, tiered storage, shared storage) in its
-production configuration, ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the
-move models' held-out size check needs; a tiered move copies only its local tail at each of
-them), ``broker-loss`` and ``consume-move`` (consumer groups across a move and a broker kill),
-every broker of every system on its own 100mbit link, each configuration repeated
-(``REPETITIONS``) so the report can give medians with their spread; then a comparison table. Runs land in the usual places
+production configuration, scaled down 100x (each scenario's ``scale``, docs/scale-model.md), under
+the same move budget (half a broker's link per move) and the same client settings (linger.ms 5, the
+client's own default): ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the
+move models' held-out size check needs; a tiered move copies only its local tail at each of them),
+``broker-loss`` and ``consume-move`` (consumer groups across a move and a broker kill), every broker
+of every system on its own 100mbit link and the object store 30 ms away (p99 80 ms). Then two small
+sets beside them, each a one-value matrix axis so that its runs are configurations of their own:
+
+* the client setting's sensitivity: ``reassign-one`` at 64 MiB and ``broker-loss`` at linger.ms 250
+  too (the report's "what batching does to each system" table);
+* no move limit: ``reassign-one`` at 64 MiB without the move budget.
+
+Each configuration is repeated (``REPETITIONS``) so the report can give medians with their spread;
+then a comparison table. Runs land in the usual places
 (``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
 ``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
 """
@@ -23,12 +32,24 @@ from bench.check.summary import comparison_rows, print_comparison
 
 REPETITIONS = 3  # runs per configuration: the least that gives a median and a spread
 
+# The other linger.ms the sensitivity set runs at: what the load used before it took the client's
+# default (it stopped librdkafka's busy-poll against the shared system, docs/measurements/automq.md).
+SENSITIVITY_LINGER_MS = 250
+SENSITIVITY_SIZE = "64MiB"  # reassign-one's largest partition: the copy's longest move
+
 SUITES = {
     # (scenario, overrides); the system axis is set from the available systems.
     "default": [
         ("reassign-one", []),
         ("broker-loss", []),
         ("consume-move", []),
+        # the client setting's sensitivity
+        ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
+                          f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"]),
+        ("broker-loss", [f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"]),
+        # every system without a move limit
+        ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
+                          "matrix.system.move_budget_of_link=[null]"]),
     ],
 }
 

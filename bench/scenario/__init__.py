@@ -15,7 +15,8 @@ Where things are:
 * ``actions/``: one spec per action kind (fields, recovery, needs, validation, execution, how
   figures mark it) and their registry;
 * ``loading.py``: YAML files, ``--set`` overrides, built-in scenarios, ``to_external``;
-* ``matrix.py``: matrix expansion and run ids; ``paths.py``: dotted paths; ``errors.py``.
+* ``matrix.py``: matrix expansion and run ids; ``paths.py``: dotted paths; ``errors.py``;
+* ``scale.py``: the scale model a scenario declares, checked setting by setting.
 
 Conventions the runner relies on:
 
@@ -61,6 +62,7 @@ from bench.scenario.model import (
     ConsumerSet,
     NetworkSection,
     Prefill,
+    Scale,
     Scenario,
     Shape,
     ShapeKind,
@@ -84,7 +86,7 @@ __all__ = [
     "Action", "ActionKind", "BUILTIN_DIR", "BrokerId", "Bytes", "COMMAND_FIELDS", "Checks", "ClientValue",
     "Command", "Commands", "ConfigValue", "ConsumerSet", "DEFAULT_TOPIC_PREFIX", "EnvRef", "FAULT_ACTIONS",
     "FAULT_RECOVERY", "Float", "LINK_NODES", "LOCKED_CLIENT_SETTINGS", "MOVE_ACTIONS", "NETWORK_ACTIONS",
-    "NetworkSection", "OWN_SETTINGS", "PartitionMove", "Prefill", "RECOVERY_ACTIONS", "REPETITION_KEY", "SETTINGS",
+    "NetworkSection", "OWN_SETTINGS", "PartitionMove", "Prefill", "RECOVERY_ACTIONS", "REPETITION_KEY", "SETTINGS", "Scale",
     "SPECS", "SYSTEM_SETTING_DEFAULTS", "Scenario", "ScenarioError", "Shape", "ShapeKind", "System", "TcRate",
     "Topic", "Workload", "apply_overrides", "builtin_scenarios", "expand", "get_path", "load_scenario",
     "parse_scenario", "resolve_scenario", "run_id_for", "set_path", "split_path", "split_repetition",

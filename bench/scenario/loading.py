@@ -16,7 +16,7 @@ from bench.scenario.errors import ScenarioError, raise_errors
 from bench.scenario.matrix import expand
 from bench.scenario.model import Scenario
 from bench.scenario.paths import set_path
-from bench.scenario.system import LINK_SHARES, SYSTEM_SETTING_DEFAULTS, reads
+from bench.scenario.system import LINK_SHARES, SYSTEM_SETTING_DEFAULTS, reads, share_target
 from systems.registry import PROFILES
 
 
@@ -147,14 +147,21 @@ def to_external(sc: Scenario, bootstrap: str, *, client: dict[str, Any] | None =
     new: dict[str, Any] = {"kind": kind, "brokers": old["brokers"], "bootstrap": bootstrap,
                            "client": {**old.get("client", {}), **(client or {})}}
     settings = sc.settings()  # a share of the link already in bytes/s
+    carried = set()
     for st in prof.scenario_settings:
         if settings.get(st.name) is None:
             continue
         new[st.name] = settings[st.name]
         for share, share_st in LINK_SHARES.items():
-            if share_st.gives == st.name and old[share] is not None:
-                notes.append(f"{st.noun} {old[share]:g} of the {sc.network.link_rate} link -> {settings[st.name]} "
-                             f"bytes/s, set on the cluster's brokers with IncrementalAlterConfigs for the run")
+            if share_target(share_st, sc.profile) == st.name and old[share] is not None:
+                carried.add(share)
+                notes.append(f"{share_st.noun} {old[share]:g} of the {sc.network.link_rate} link -> "
+                             f"{settings[st.name]} bytes/s, set on the cluster's brokers with IncrementalAlterConfigs "
+                             f"for the run")
+    for share in LINK_SHARES:
+        if old.get(share) is not None and share not in carried and share_target(LINK_SHARES[share], sc.profile):
+            notes.append(f"system.{share}={old[share]:g} not applied: {sc.system.kind}'s mechanism for it is not "
+                         f"the harness's to set on that cluster")
     if commands:
         new["commands"] = dict(commands)
     if label:

@@ -1,8 +1,9 @@
 """The scenario model: what system to build, what load to apply, what to do to it, what to check.
 
 Sections: ``system`` (bench/scenario/system.py), ``workload`` (topics, message size, rate,
-producers, duration, shape), ``prefill``, ``actions`` (bench/scenario/actions/), ``checks``,
-``network`` (emulated links), ``consumers``, ``repetitions`` and ``matrix``. :class:`Scenario`
+producers, duration, shape, linger.ms), ``prefill``, ``actions`` (bench/scenario/actions/),
+``checks``, ``network`` (emulated links), ``consumers``, ``scale`` (the scale model it claims,
+bench/scenario/scale.py), ``repetitions`` and ``matrix``. :class:`Scenario`
 checks what crosses sections (replication factors against brokers, topics named in the prefill and
 the consumers, the links a setting or an action needs, every action against the timeline before
 it) and offers the runner its derived views (settings as the profile reads them, the initial
@@ -22,9 +23,10 @@ from bench.scenario.errors import ScenarioError, errors_of, field_error, raise_e
 from bench.latency import emulated, parse_latency
 from bench.scenario.fields import NAME_RE, Bytes, Float, Latency, Model, TcRate
 from bench.scenario.paths import missing_segment, split_path
-from bench.scenario.system import LINK_SHARES, System
+from bench.scenario.system import LINK_SHARES, System, share_target
 from bench.units import rate_bits
 from systems.core.profile import SystemProfile
+from workloads.messages import PRODUCER_LINGER_MS
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -89,6 +91,10 @@ class Workload(Model):
     producers: Annotated[int, Field(strict=True, ge=1)] = 1
     duration_s: Annotated[Float, Field(gt=0)]
     shape: Shape = Field(default_factory=Shape)
+    # The load's producers' linger.ms, the same for every system: 5 ms by default, the client's
+    # own default (librdkafka since v1.5.0, the Kafka Java producer since 4.0, KIP-1030;
+    # workloads/messages.py). librdkafka's maximum is 900,000.
+    linger_ms: Annotated[int, Field(strict=True, ge=0, le=900_000)] = PRODUCER_LINGER_MS
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -199,6 +205,19 @@ class NetworkSection(Model):
     object_store_latency: Optional[Latency] = None
 
 
+class Scale(Model):
+    """The scale model the scenario claims (bench/scenario/scale.py, docs/scale-model.md): it is a
+    production cluster scaled down by ``bytes`` (partition sizes, segment.bytes, local retention,
+    the upload threshold) and by ``rate`` (links, ingest, throttles); time-like settings
+    (timeouts, linger.ms, the object store's latency) stay at production values. A scaled setting
+    whose factor is more than ``tolerance`` (relative) from the declared one breaks the scaling,
+    and the run says so."""
+
+    bytes: Annotated[Float, Field(gt=0, le=1)]
+    rate: Annotated[Float, Field(gt=0, le=1)]
+    tolerance: Annotated[Float, Field(gt=0, lt=1)] = 0.05
+
+
 DEFAULT_TOPIC_PREFIX = "bench."
 
 
@@ -215,6 +234,8 @@ class Scenario(Model):
     checks: Checks = Field(default_factory=Checks)
     network: NetworkSection = Field(default_factory=NetworkSection)
     consumers: Annotated[list[ConsumerSet], BeforeValidator(_consumer_sets)] = Field(default_factory=list)
+    # None: the scenario claims no scale model (its settings are not checked against production's).
+    scale: Optional[Scale] = None
     # Each configuration (matrix point) runs this many times; runs differ only in run id
     # (``..__rep=K``), so their spread is the measurement's noise.
     repetitions: Annotated[int, Field(strict=True, ge=1, le=100)] = 1
@@ -287,9 +308,10 @@ class Scenario(Model):
                 continue
             if net.link_rate is None:
                 raise field_error(f"system.{name}", "needs network.link_rate (a share of the link)")
-            if getattr(system, st.gives) is not None:
+            target = st.gives or system.profile.move_budget
+            if target is not None and getattr(system, target, None) is not None:
                 raise field_error(f"system.{name}", f"give the {st.noun} either in bytes/s or as a share of the "
-                                                    f"link, not both")
+                                                    f"link, not both (system.{target})")
 
         rfs = [self.replication_factor(t) for t in wl.topics]
         known_rf = None not in rfs  # unknown until a cluster that sets it has been asked
@@ -323,12 +345,13 @@ class Scenario(Model):
 
     def settings(self) -> dict[str, Any]:
         """The system section as the profile reads it, a setting given as a share of the link (the
-        replication throttle) turned into bytes/s."""
+        replication throttle, the move budget) turned into the bytes/s of the setting it gives."""
         s = self.system.model_dump()
         for name, st in LINK_SHARES.items():
             share = s.pop(name)
-            if share is not None:
-                s[st.gives] = int(share * rate_bits(self.network.link_rate) / 8)
+            target = share_target(st, self.profile)
+            if share is not None and target is not None:
+                s[target] = int(share * rate_bits(self.network.link_rate) / 8)
         return s
 
     def object_store_latency(self) -> str | None:

@@ -103,8 +103,18 @@ SYSTEM_SETTING_DEFAULTS: dict[str, Any] = {**{name: None for name in SETTINGS}, 
 # run's params carry their values so configurations that differ in them are never pooled.
 OWN_SETTINGS: tuple[str, ...] = tuple(
     name for name in SETTINGS if sum(st.name == name for p in PROFILES.values() for st in p.scenario_settings) == 1)
-# Settings given as a share of the brokers' link: setting -> the bytes/s setting it becomes.
+# Settings given as a share of the brokers' link: setting -> its declaration (share_target: the
+# bytes/s setting it becomes on a system).
 LINK_SHARES: dict[str, ScenarioSetting] = {n: st for n, st in SETTINGS.items() if st.type == "share_of_link"}
+
+
+def share_target(st: ScenarioSetting, profile: SystemProfile) -> str | None:
+    """The bytes/s setting a share of the link becomes on a system: the one it names, else (the
+    common move budget) the system's own mechanism, its profile's ``move_budget``; None: that
+    system does not read it."""
+    if st.name not in {x.name for x in profile.scenario_settings}:
+        return None
+    return st.gives or profile.move_budget
 
 _VALUE_TYPES: dict[str, Any] = {
     "bytes": Bytes, "bytes_per_s": Bytes, "milliseconds": Float, "share_of_link": Float,

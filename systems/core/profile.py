@@ -17,8 +17,42 @@ Settings = Mapping[str, Any]
 # What a scenario setting holds. bytes / bytes_per_s: a byte count (4096 or "64MiB", parsed by the
 # harness); milliseconds: a number; bool: true or false; share_of_link: a number in (0, 1], a share
 # of the brokers' emulated link (network.link_rate) that the harness turns into the bytes/s of the
-# setting named by `gives`.
+# setting named by `gives` (None: the profile's `move_budget`, see MOVE_BUDGET_OF_LINK).
 SettingType = Literal["bytes", "bytes_per_s", "milliseconds", "bool", "share_of_link"]
+
+
+@dataclass(frozen=True)
+class Production:
+    """What a setting is in the production cluster a scaled-down run stands for (the scale model,
+    bench/scenario/scale.py): its value in the setting's own unit (bytes, bytes/s, milliseconds)
+    and where that value comes from."""
+
+    value: float
+    source: str
+
+
+Dimension = Literal["bytes", "rate", "time"]  # scaled by the scale model's bytes factor, rate factor, or not
+
+
+@dataclass(frozen=True)
+class ScaledConfig:
+    """A broker/controller config (not a scenario setting) the scale model checks: the run's value is
+    the scenario's ``system.extra[key]``, else the system's default (``config_defaults``, or
+    systems.core.config.DEFAULTS)."""
+
+    key: str
+    dimension: Dimension
+    production: Production
+
+
+# The cluster-wide configs every launched system shares, at Kafka's defaults in production.
+COMMON_SCALED_CONFIGS = (
+    ScaledConfig("broker.session.timeout.ms", "time",
+                 Production(9000, "Kafka's default broker.session.timeout.ms (9 s): how long a dead broker "
+                                  "keeps its partitions")),
+    ScaledConfig("broker.heartbeat.interval.ms", "time",
+                 Production(2000, "Kafka's default broker.heartbeat.interval.ms (2 s)")),
+)
 
 
 @dataclass(frozen=True)
@@ -35,13 +69,29 @@ class ScenarioSetting:
     ge: float | None = None
     le: float | None = None
     default: Any = None  # the system's value when the scenario leaves the setting unset
-    gives: str | None = None  # share_of_link: the bytes/s setting the share is turned into
+    # share_of_link: the bytes/s setting the share is turned into (None: each system's own, its
+    # profile's `move_budget`)
+    gives: str | None = None
     noun: str = ""  # what messages call it ("throttle")
+    # Its value in production and the source (bytes, bytes_per_s and milliseconds settings): what
+    # the scale model compares a scaled run's value with. None: not a scaled setting.
+    production: Production | None = None
 
     def value(self, s: Settings) -> Any:
         """The setting in the scenario's settings, else the system's default."""
         v = s.get(self.name)
         return self.default if v is None else v
+
+
+# The operator's rule, one for every system: a move's traffic gets at most this share of a broker's
+# link; the rest stays for produce, fetch, replication and uploads. Each system turns it into the
+# bytes/s of its own mechanism, the scenario setting its profile names in `move_budget` (the copy
+# and tiered systems' replication throttle, the shared system's cap on a move's forced upload).
+MOVE_BUDGET_OF_LINK = ScenarioSetting(
+    "move_budget_of_link", "share_of_link", gt=0, le=1, noun="move budget",
+    doc="The most of a broker's link (network.link_rate) a move's traffic may take, the same rule for every "
+        "system, each capping its own move traffic with it (the copy and tiered systems' replication throttle, "
+        "the shared system's forced upload of the move's tail); unset: no move limit.")
 
 
 @dataclass(frozen=True)
@@ -120,7 +170,7 @@ class SystemProfile:
     # A move copies log bytes from broker to broker (False: ownership is handed over, the data
     # stays in object storage); what move progress counts as bytes to go (bench/run/move_progress.py).
     copies_on_move: bool
-    bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s
+    bandwidth_param: str | None  # the scenario setting that caps a move's bytes/s (the move models' axis)
     bandwidth_label: str  # what that cap is called in reports
     single_owner: bool  # a move names exactly one target broker
     ack_meaning: str  # what an acknowledgement means (stated in the report)
@@ -152,6 +202,13 @@ class SystemProfile:
     # scenario settings -> (setting, why) for each combination of this system's settings that
     # makes no sense; checked on every scenario that sets them.
     check_settings: Callable[[Settings], list[tuple[str, str]]] = lambda s: []
+    # The bytes/s scenario setting a move budget (MOVE_BUDGET_OF_LINK, among `scenario_settings`)
+    # becomes for this system, and what that mechanism is called in reports; None: no move budget.
+    move_budget: str | None = None
+    move_budget_label: str = ""
+    # Broker configs (not scenario settings) with a production value the scale model checks
+    # (besides COMMON_SCALED_CONFIGS and the scenario settings' own `production`).
+    scaled_configs: tuple[ScaledConfig, ...] = ()
 
     @property
     def services(self) -> tuple[Service, ...]:

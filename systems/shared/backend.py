@@ -18,7 +18,9 @@ writes, persists the meta stream (clean shutdown, producer snapshot, leader-epoc
 segment list), force-uploads the partition's unuploaded tail and closes its streams at the
 controller, which then elects the target. The target opens the streams with a new epoch,
 replays the meta stream (clean path: snapshot; unclean path: scan from the snapshot offset)
-and serves. Phase timings go to events.jsonl.
+and serves. Phase timings go to events.jsonl. With `shared.move.upload.bytes.per.s` the close's
+uploads (the meta and the forced tail) are paced to that rate, one budget per broker shared by the
+partitions leaving it at once (the operator's move budget; WAL and background uploads are not).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from systems.core.partition import Partition
 from systems.core.producer_state import ProducerStateTable
 from systems.core.rpc import RpcError, RpcUnavailable
 from systems.shared import formats
-from systems.shared.objstore import ObjectStore, ObjectStoreError
+from systems.shared.objstore import ObjectStore, ObjectStoreError, TokenBucket
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
 from systems.shared.settings import SharedSettings, s3_config
 from systems.shared.store import StreamStore
@@ -212,6 +214,9 @@ class SharedBackend(Backend):
         cfg = broker.config
         self.settings = SharedSettings.from_config(cfg)
         self.store = ObjectStore(s3_config(cfg))
+        # The move budget: paid by the close path's uploads only (None: uncapped).
+        rate = self.settings.move_upload_bytes_per_s
+        self.move_bucket = TokenBucket(rate) if rate else None
         self.reg = StreamRegistry()
         self.wal = WalWriter(self)
         self.session_s = int(cfg["broker.session.timeout.ms"]) / 1000
@@ -458,7 +463,7 @@ class SharedBackend(Backend):
                 doc = p.meta_doc(clean=True)
                 sso = formats.SsoBuilder()
                 sso.add_meta(p.meta_sid, p.meta_epoch, p.meta_end, doc)
-                await self._put_commit([sso], [p])
+                await self._put_commit([sso], [p], budget=self.move_bucket)
                 p.meta_end += 1
                 t_meta = time.monotonic()
                 # Step 4: force upload of the not-yet-uploaded tail, then close the streams.
@@ -467,7 +472,7 @@ class SharedBackend(Backend):
                 if batches:
                     ssos = self._pack([(p, batches, None)])
                     forced = sum(s.size for s in ssos)
-                    await self._put_commit(ssos, [p])
+                    await self._put_commit(ssos, [p], budget=self.move_bucket)
                     self.stats["forced_uploads"] += 1
                     self.stats["forced_upload_bytes"] += forced
                 t_up = time.monotonic()
@@ -536,7 +541,10 @@ class SharedBackend(Backend):
                 out[-1].add_meta(p.meta_sid, p.meta_epoch, p.meta_end, doc)
         return [s for s in out if s.ranges]
 
-    async def _put_retry(self, key: str, body: bytes, parts: list[SharedPartition]) -> None:
+    async def _put_retry(self, key: str, body: bytes, parts: list[SharedPartition],
+                         budget: TokenBucket | None = None) -> None:
+        if budget is not None:
+            await budget.acquire_async(len(body))  # once per object, not per retry
         delay = 0.1
         while True:
             if any(p.incarnation != self.broker.epoch for p in parts):
@@ -549,15 +557,17 @@ class SharedBackend(Backend):
                 await asyncio.sleep(delay)
                 delay = min(1.0, delay * 2)
 
-    async def _put_commit(self, ssos: list[formats.SsoBuilder], parts: list[SharedPartition]) -> dict:
+    async def _put_commit(self, ssos: list[formats.SsoBuilder], parts: list[SharedPartition],
+                          budget: TokenBucket | None = None) -> dict:
         """PUT stream-set objects (in parallel) and commit their ranges in one controller call;
-        retried while object storage is down."""
+        retried while object storage is down. ``budget``: a rate the PUTs are paced to (the move
+        budget, on the close path)."""
         inc = self.broker.epoch
         objs = []
         for sso in ssos:
             self._sso_seq += 1
             objs.append((f"{self.prefix}/sso/{self.broker.id}-{inc}/{self._sso_seq:012d}", sso.build(), sso))
-        await asyncio.gather(*(self._put_retry(k, body, parts) for k, body, _ in objs))
+        await asyncio.gather(*(self._put_retry(k, body, parts, budget) for k, body, _ in objs))
         res = await self._rpc_retry("shared_commit", parts[0], objects=[
             {"key": k, "size": len(body), "ranges": sso.ranges} for k, body, sso in objs])
         rejected = res.get("rejected") or {}

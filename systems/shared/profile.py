@@ -1,7 +1,8 @@
 """The shared-storage system's profile (AutoMQ-style: a move hands stream ownership over)."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, ScenarioSetting, Service, Settings, SystemProfile
+from systems.core.profile import (MOVE_BUDGET_OF_LINK, JournalMeaning, Production, ScenarioSetting, Service, Settings,
+                                  SystemProfile)
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
 
 # Also the tiered system's (its object store is this one).
@@ -14,8 +15,18 @@ WAL_BATCH_INTERVAL = ScenarioSetting(
 WAL_UPLOAD_THRESHOLD = ScenarioSetting(
     "wal_upload_threshold_bytes", "bytes", gt=0, default=SETTINGS_DEFAULTS["wal.upload.threshold.bytes"],
     doc="Durable WAL bytes a broker gathers before uploading them into stream objects "
-        "(wal.upload.threshold.bytes): a move's un-uploaded tail.")
-SCENARIO_SETTINGS = (OBJSTORE_BANDWIDTH, WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)
+        "(wal.upload.threshold.bytes): a move's un-uploaded tail.",
+    production=Production(512 << 20, "AutoMQ's partition-reassignment workload (kafka-provider-comparison): "
+                                     "s3.wal.upload.threshold=512MiB"))
+# The move budget's mechanism here: a move's traffic is the old owner's forced upload of the
+# partition's unuploaded tail (and its meta) at the close; the new owner's open reads metadata only.
+MOVE_UPLOAD_BYTES = ScenarioSetting(
+    "move_upload_bytes_per_s", "bytes_per_s", gt=0, noun="move upload cap",
+    doc="Cap on the uploads of a partition's close when it leaves a broker (a move's forced upload of its "
+        "unuploaded tail, and its meta), bytes/s per broker (shared.move.upload.bytes.per.s); WAL writes and "
+        "the background uploads are not capped by it; unset: uncapped.")
+SCENARIO_SETTINGS = (OBJSTORE_BANDWIDTH, WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD, MOVE_UPLOAD_BYTES,
+                     MOVE_BUDGET_OF_LINK)
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
@@ -27,11 +38,23 @@ def broker_settings(s: Settings) -> dict[str, str]:
         cfg["wal.batch.interval.ms"] = str(int(s[WAL_BATCH_INTERVAL.name]))
     if s.get(WAL_UPLOAD_THRESHOLD.name) is not None:
         cfg["wal.upload.threshold.bytes"] = str(s[WAL_UPLOAD_THRESHOLD.name])
+    if s.get(MOVE_UPLOAD_BYTES.name):
+        cfg["shared.move.upload.bytes.per.s"] = str(int(s[MOVE_UPLOAD_BYTES.name]))
     return cfg
 
 
 def describe(s: Settings) -> dict:
-    return {st.name: st.value(s) for st in (WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)}
+    out = {st.name: st.value(s) for st in (WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)}
+    if s.get(MOVE_UPLOAD_BYTES.name):
+        out[MOVE_UPLOAD_BYTES.name] = int(s[MOVE_UPLOAD_BYTES.name])
+    return out
+
+
+def check_settings(s: Settings) -> list[tuple[str, str]]:
+    if s.get(MOVE_BUDGET_OF_LINK.name) is not None and s.get(MOVE_UPLOAD_BYTES.name) is not None:
+        return [(MOVE_BUDGET_OF_LINK.name, f"is the move upload cap on the shared system: give the move's cap once "
+                                           f"(system.{MOVE_BUDGET_OF_LINK.name} or system.{MOVE_UPLOAD_BYTES.name})")]
+    return []
 
 
 def _start_object_store(ctx):
@@ -76,4 +99,7 @@ PROFILE = SystemProfile(
     object_store=OBJECT_STORE,
     config_defaults=SETTINGS_DEFAULTS,
     scenario_settings=SCENARIO_SETTINGS,
+    check_settings=check_settings,
+    move_budget=MOVE_UPLOAD_BYTES.name,
+    move_budget_label="the cap on the move's forced upload of its tail (shared.move.upload.bytes.per.s)",
 )

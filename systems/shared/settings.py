@@ -30,7 +30,7 @@ DEFAULTS = {
     "s3.upload.bytes.per.s": None,
     "s3.download.bytes.per.s": None,
     "s3.max.concurrency": 8,
-    "wal.batch.interval.ms": 100,  # acks within ~5 x linger.ms of the load's producers: workloads/messages.py
+    "wal.batch.interval.ms": 100,  # an ack waits for its WAL object's PUT: docs/measurements/automq.md
     "wal.batch.max.bytes": 8 * MiB,
     "wal.max.inflight": 4,  # WAL objects being written at once
     "wal.max.pending.bytes": 128 * MiB,  # appended but not yet durable: above it, produce is refused
@@ -41,6 +41,10 @@ DEFAULTS = {
     "log.cache.bytes": 256 * MiB,  # per broker: tail kept in memory after upload
     "s3.read.block.bytes": 8 * MiB,  # object range read size for cold fetches
     "shared.move.timeout.ms": 15000,  # controller elects the target anyway after this
+    # Bytes/s per broker for the uploads of a partition's close (a move's forced upload of its
+    # unuploaded tail, and its meta): a move's traffic under the operator's move budget. Unlike
+    # s3.upload.bytes.per.s it leaves the WAL and the background uploads alone. None: uncapped.
+    "shared.move.upload.bytes.per.s": None,
     "offsets.topic.replication.factor": 1,  # durability from object storage, as for every topic here
 }
 
@@ -79,6 +83,7 @@ class SharedSettings:
     read_block_bytes: int
     move_timeout_s: float
     prefix: str | None
+    move_upload_bytes_per_s: float | None = None
 
     @classmethod
     def from_config(cls, cfg: dict) -> "SharedSettings":
@@ -95,6 +100,7 @@ class SharedSettings:
             read_block_bytes=_int(cfg, "s3.read.block.bytes"),
             move_timeout_s=_int(cfg, "shared.move.timeout.ms") / 1000,
             prefix=_get(cfg, "s3.prefix"),
+            move_upload_bytes_per_s=_opt_float(cfg, "shared.move.upload.bytes.per.s"),
         )
 
 

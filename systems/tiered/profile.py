@@ -3,7 +3,7 @@ copies between brokers like the copy system, but only the part of the log not ye
 storage."""
 from __future__ import annotations
 
-from systems.core.profile import JournalMeaning, ScenarioSetting, Settings, SystemProfile
+from systems.core.profile import JournalMeaning, Production, ScaledConfig, ScenarioSetting, Settings, SystemProfile
 from systems.replication import profile as replication
 from systems.shared import profile as shared
 from systems.tiered.settings import DEFAULTS
@@ -15,12 +15,25 @@ MIN_SEGMENT_BYTES = 1 * MiB  # Kafka 4.0's floor for segment.bytes (KIP-1030)
 # tail. Unless the scenario says otherwise: segments small enough that a MiB-sized run tiers most
 # of its log (Kafka's default is 1 GiB), and a local budget (Kafka's default, -2, keeps locally
 # what retention keeps).
+# Production values (the scale model, docs/scale-model.md): Kafka's default segment, and a local
+# retention of one day, the local window tiered-storage guides and Confluent Platform's default
+# hotset keep (confluent.tier.local.hotset.ms = 86400000), at the 80 MB/s a hot partition of the
+# default runs stands for: 6.9 TB, more than any partition here holds.
+PRODUCTION_SEGMENT_BYTES = 1 << 30
+PRODUCTION_LOCAL_RETENTION_BYTES = 86_400 * 80_000_000
 SEGMENT_BYTES = ScenarioSetting(
     "segment_bytes", "bytes", ge=MIN_SEGMENT_BYTES, default=4 * MiB,
-    doc="Size of a log segment (the topic's segment.bytes); closed segments go to object storage.")
+    doc="Size of a log segment (the topic's segment.bytes); closed segments go to object storage.",
+    production=Production(PRODUCTION_SEGMENT_BYTES, "Kafka's default segment.bytes (log.segment.bytes = "
+                                                    "1073741824; KIP-1030 kept it in 4.0)"))
 LOCAL_RETENTION_BYTES = ScenarioSetting(
     "local_retention_bytes", "bytes", gt=0, default=8 * MiB,
-    doc="Bytes the leader keeps locally (the topic's local.retention.bytes): what a new replica copies.")
+    doc="Bytes the leader keeps locally (the topic's local.retention.bytes): what a new replica copies "
+        "without KIP-1023.",
+    production=Production(PRODUCTION_LOCAL_RETENTION_BYTES,
+                          "one day of the 80 MB/s a hot partition stands for: local.retention.ms = 86400000, the "
+                          "default local hotset of Confluent Platform's tiered storage (confluent.tier.local.hotset.ms)"
+                          "; Kafka's own default (-2) keeps everything locally"))
 # KIP-1023 (true: a new replica starts after the last tiered offset) or KIP-405 (false: at the
 # leader's local log start).
 FOLLOWER_FETCH_LAST_TIERED_OFFSET = ScenarioSetting(
@@ -54,6 +67,9 @@ def describe(s: Settings) -> dict:
 
 
 def check_settings(s: Settings) -> list[tuple[str, str]]:
+    both = replication.check_settings(s)
+    if both:
+        return both
     local, segment = s.get(LOCAL_RETENTION_BYTES.name), s.get(SEGMENT_BYTES.name)
     if local is not None and local < (segment or 0):
         # Kafka accepts it, but then the leader keeps only its active segment: say so rather
@@ -96,4 +112,11 @@ PROFILE = SystemProfile(
     config_defaults=DEFAULTS,
     scenario_settings=SCENARIO_SETTINGS,
     check_settings=check_settings,
+    # Kafka runs its remote log manager every 30 s; here every 1 s (systems/tiered/settings.py), so
+    # that a prefill written seconds before the move is tiered by then, as a long-lived partition's
+    # closed segments are: a departure the scale model reports.
+    scaled_configs=(ScaledConfig("remote.log.manager.task.interval.ms", "time",
+                                 Production(30_000, "Kafka's default remote.log.manager.task.interval.ms (30 s)")),),
+    move_budget=replication.THROTTLE_BYTES.name,  # as the copy system's: the new replica's fetches
+    move_budget_label=replication.MOVE_BUDGET_LABEL,
 )

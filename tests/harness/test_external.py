@@ -90,9 +90,15 @@ def test_builtin_scenario_as_external_says_what_did_not_carry_over():
     assert ext.system.kind == "external" and ext.system.client == {"client.id": "x"}
     assert ext.matrix == {} and ext.network.link_rate is None
     text = "\n".join(notes)
-    assert "--config broker.session.timeout.ms=3000" in text and "--link-rate 100mbit" in text
+    assert "system.segment_bytes=10485760 not applied" in text and "--link-rate 100mbit" in text
+    assert "--object-store-latency p50=30ms,p99=80ms" in text
     ext, notes = to_external(load_scenario(resolve_scenario("reassign-one")), "h:9092")
-    assert ext.system.replication_throttle_bytes_per_s == 6_250_000  # half the 100mbit link
+    assert ext.system.replication_throttle_bytes_per_s == 6_250_000  # the move budget: half the 100mbit link
+    assert any(n.startswith("move budget 0.5 of the 100mbit link -> 6250000 bytes/s") for n in notes), notes
+    # the shared system's mechanism is not a Kafka cluster's: said, not carried
+    _, notes = to_external(load_scenario(resolve_scenario("reassign-one"), ["system.kind=shared"]), "h:9092")
+    assert "system.move_budget_of_link=0.5 not applied: shared's mechanism for it is not the harness's to set on " \
+           "that cluster" in notes
     assert list(ext.matrix) == ["prefill.bytes_per_partition"]
 
 

@@ -89,6 +89,12 @@ def test_readme_headless_commands_run_verbatim_and_end_by_themselves(tmp_path):
     assert len(out) < 200_000 and "Traceback" not in out, out[-3000:]
     # bash -x marks each command with "+ ": split the output per command.
     parts = re.split(r"^\+ ", out, flags=re.MULTILINE)
+    # `cluster start` says which topic defaults it applied and what they mean for an RF-1 topic
+    start = next(p for p in parts if p.split("\n", 1)[0].endswith("cluster start --system replication --brokers 3 "
+                                                                   f"--dir {cluster_dir}"))
+    assert ("topic defaults: default.replication.factor=3 (replication's production configuration), "
+            "min.insync.replicas=2 (replication's production configuration)") in start, start
+    assert "NOT_ENOUGH_REPLICAS" in start and "--config min.insync.replicas=1" in start, start
     produce = next(p for p in parts if p.startswith(LOCUST + " -f workloads/kafka_produce.py"))
     consume = next(p for p in parts if p.startswith(LOCUST + " -f workloads/kafka_consume.py"))
     assert "created topic events" in produce and "3 partition(s)" in produce, produce[-3000:]

@@ -28,7 +28,8 @@ SMALL = {
     "system": {"kind": "replication", "brokers": 3, "replication_throttle_bytes_per_s": "8MiB",
                "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
     "workload": {"topics": [{"name": "hot", "partitions": 2, "replication_factor": 1}], "message_bytes": "1KiB",
-                 "produce_rate_msgs_per_s": 200, "duration_s": 8},  # > 1000 acks, the move done in 1 s
+                 "produce_rate_msgs_per_s": 200, "duration_s": 8,  # > 1000 acks, the move done in 1 s
+                 "linger_ms": 100},  # not the default (5): it must reach the producers
     "prefill": {"bytes_per_partition": "2MiB"},
     "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],
 }
@@ -226,6 +227,12 @@ def test_short_run_end_to_end(small_run):
     assert (conf["system"], conf["replication_factor"], conf["min_insync_replicas"], conf["acks"]) == \
         ("replication", 1, None, "all")
     assert conf["throttle_bytes_per_s"] == 8 * 2**20 and conf["throttle_rule"] == "a fixed rate in bytes/s"
+    # workload.linger_ms reached the load's producers: recorded, and felt (a message waits up to
+    # 100 ms for its batch: the median ack takes tens of ms, a few ms at the default 5 ms)
+    assert conf["linger_ms"] == summary["params"]["linger_ms"] == 100
+    assert json.loads((run_dir / "logs" / "load-spec.json").read_text())["linger_ms"] == 100
+    assert p["latency_ms"]["p50"] >= 30, p["latency_ms"]
+    assert p["load_cpu_s_per_1000_msgs"] is not None and p["load_cpu_s_per_1000_msgs"] > 0
     assert "page cache" in conf["ack_meaning"]
     for k in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "objstore_bandwidth_bytes_per_s",
               "message_bytes", "produce_rate_msgs_per_s", "brokers"):

@@ -71,3 +71,32 @@ def test_move_100mib_partition_under_load(run_scenario):
 def test_move_1gib_partition_under_load(run_scenario):
     opened, _ = move_under_load(run_scenario, 1024 * MiB)
     assert opened["recovery"] == "clean", opened
+
+
+def test_a_moves_forced_upload_is_paced_to_the_move_budget(run_scenario):
+    """system.move_upload_bytes_per_s (what the move budget becomes on the shared system): the
+    close's forced upload of a ~4 MiB unuploaded tail is paced to 2 MB/s (Kafka's replication
+    throttle does the same to a copy move), and the move still completes with every check passing."""
+    rate = 2_000_000
+    [(run_dir, s)] = run_scenario({
+        "name": "shared-move-budget",
+        # nothing uploaded before the move: the prefill and the load are the tail the close uploads
+        "system": {"kind": "shared", "brokers": 3, "move_upload_bytes_per_s": rate, "wal_upload_threshold_bytes": "256MiB",
+                   "extra": {**FAST, "wal.upload.interval.ms": 120000}},
+        "workload": {"topics": [{"name": "m", "partitions": 1, "replication_factor": 1}], "message_bytes": 1000,
+                     "produce_rate_msgs_per_s": 200, "duration_s": 5},
+        "prefill": {"bytes_per_partition": 4 * MiB},
+        "actions": [{"at_s": 1, "kind": "reassign", "topic": "m", "partition": 0, "to": [2]}],
+    })
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, s["error"], c["failed"], c["unknown"])
+    (closed,) = [e for e in _events(run_dir, "shared_partition_closed") if e.get("reason") == "moved"]
+    forced, ms = closed["force_upload_bytes"], closed["force_upload_ms"]
+    burst = rate / 10  # the token bucket starts full (systems/shared/objstore.py TokenBucket)
+    print(f"\nforced upload {forced} bytes in {ms} ms at a {rate} bytes/s cap; move {s['moves'][0]['move_seconds']} s")
+    assert forced >= 4 * MiB, closed
+    assert ms / 1000 >= 0.9 * (forced - burst) / rate, closed  # the cap binds ...
+    assert ms / 1000 <= (forced / rate) + 3.0, closed  # ... and nothing else held it
+    conf = s["configuration"]
+    assert (conf["move_budget_bytes_per_s"], conf["move_budget_rule"]) == (rate, "a fixed rate"), conf
+    assert "forced upload" in conf["move_budget_mechanism"]

@@ -296,7 +296,8 @@ def test_report_opens_with_provenance_and_the_configurations_compared(tmp_path):
     assert "- Versions: confluent-kafka 2.6.0, seaweedfs 3.80 (6 runs); unknown (3 runs)." in head
     assert "- Links emulated (per-node NICs in network namespaces): unknown (3 runs); yes (6 runs)." in head
     assert ("| replication copy (Kafka) | hand (1 configuration) | 3 | 3 | 2 | acks=all | when the in-sync replicas have "
-            "it in their page cache | 4 MiB/s (a third of the link per move) | 100mbit / 1gbit / none | none |"
+            "it in their page cache | a third of the link per move: 4 MiB/s, the replication throttle | "
+            "100mbit / 1gbit / none | none |"
             in head)
     # a configuration whose summaries predate the configuration block: unknown, never guessed
     assert "| shared storage (AutoMQ-style) | broker-loss (1 configuration) | 1 | unknown | unknown |" in head
@@ -376,3 +377,89 @@ def test_three_systems_side_by_side(tmp_path):
     assert "tiered: c + L / (e x T - r)" in md
     assert ("**tiered storage (Kafka KIP-405)**: 3 measured move(s) in 3 run(s), move_seconds median" in md
             and "3 of them copied only the tail their leader named, 3 MiB–3 MiB." in md)
+
+
+def _linger_config(system, linger, cpu, scenario="reassign-one", moves=3, **figures):
+    params = {"prefill_bytes_per_partition": 64 * MiB, "move_budget_of_link": 0.5, "linger_ms": linger,
+              "system.kind": system, **({"workload.linger_ms": linger} if linger != 5 else {})}
+    key = f"{scenario} {system} linger {linger}"
+    return _config(key, scenario, system, runs=3, repetitions=3, moves=moves, faults=0 if moves else 3,
+                   params=json.dumps(params), prefill_bytes_per_partition=64 * MiB,
+                   load_cpu_s_per_1000_msgs=(cpu, cpu * 0.9, cpu * 1.1), before_p99_ms=12.0, during_p99_ms=40.0,
+                   **figures)
+
+
+def test_the_sensitivity_table_shows_each_system_at_both_lingers_and_names_a_spinning_client(tmp_path):
+    """Configurations that differ only in linger.ms side by side; the note computes the load CPU
+    ratio (never a typed number) and names the system the client spins against at the default."""
+    from bench.report import tables as tb
+
+    t = _tables()
+    t["configs"] += [_linger_config("replication", 5, 0.02, move_seconds=(14.0, 13.5, 14.2),
+                                    unavailable_seconds=(0.1, 0.1, 0.2)),
+                     _linger_config("replication", 250, 0.015, move_seconds=(14.1, 13.9, 14.3),
+                                    unavailable_seconds=(0.4, 0.3, 0.5)),
+                     _linger_config("shared", 5, 0.09, move_seconds=(1.1, 1.0, 1.3),
+                                    unavailable_seconds=(0.9, 0.8, 1.0)),
+                     _linger_config("shared", 250, 0.018, move_seconds=(1.2, 1.1, 1.3),
+                                    unavailable_seconds=(1.0, 0.9, 1.1))]
+    groups = tb.linger_groups(t["configs"])
+    assert [[(c["system"], tb._linger(c)) for c in g] for g in groups] == [
+        [("replication", 5), ("replication", 250)], [("shared", 5), ("shared", 250)]]
+    md = _report(tmp_path, t)["markdown"].read_text()
+    section = md.split(f"## {tb.SENSITIVITY_TITLE}", 1)[1].split("\n## ", 1)[0]
+    assert ("| reassign-one, 64 MiB partitions | shared storage (AutoMQ-style) | 5 | 3 | 1.1 (1–1.3) | 0.9 (0.8–1) "
+            "| 12 | 40 | 0.09 (0.081–0.099) |" in section)
+    assert "| reassign-one, 64 MiB partitions | replication copy (Kafka) | 250 | 3 | 14.1 (13.9–14.3) |" in section
+    # 0.09 / 0.02 and 0.018 / 0.015, computed from the table
+    assert ("the client spins against shared storage (AutoMQ-style): the load process spent 0.09 s per 1,000 "
+            "messages against it, 4.5x replication copy (Kafka)'s (0.02) (at linger.ms=250: 1.2x replication copy "
+            "(Kafka)'s (0.015))" in section)
+    # no spin: said with the ratios instead
+    calm = [c for c in t["configs"] if not (c.get("params") and c["system"] == "shared" and tb._linger(c) == 5)]
+    calm.append(_linger_config("shared", 5, 0.025))
+    note = tb.sensitivity_note(calm)
+    assert "no system made the load process spend 1.5x or more" in note and "shared, 1.2x replication's (0.02)" in note
+    # a configuration whose summaries carry no params (older aggregates): not in the table
+    assert tb.linger_groups([_config("x", "s", "shared", runs=1)]) == []
+
+
+def test_the_scale_table_shows_each_setting_against_production_and_flags_a_broken_scaling(tmp_path):
+    """The configurations' declared scale model, per scaled setting: value run, production value,
+    source, factor; a setting off its declared factor by more than the tolerance says BREAKS, and
+    so does the configurations table."""
+    from bench.check.summary import configuration_of
+    from bench.report import tables as tb
+    from bench.scenario import expand, load_scenario, resolve_scenario
+
+    def conf(*overrides):
+        sc = load_scenario(resolve_scenario("reassign-one"), ["matrix.system.kind=[tiered]",
+                                                               "matrix.prefill.bytes_per_partition=[64MiB]", *overrides])
+        return configuration_of(expand(sc)[0][1])
+
+    scaled, broken = conf(), conf("system.segment_bytes=4MiB")
+    assert broken["scale"]["breaks"] == ["system.segment_bytes", "remote.log.manager.task.interval.ms"]
+    t = _tables()
+    t["configs"] += [_config("scaled", "reassign-one", "tiered", runs=3, configuration=scaled),
+                     _config("broken", "tiered-4mib", "tiered", runs=3, configuration=broken),
+                     _config("plain", "hand-made", "tiered", runs=1, configuration={**scaled, "scale": None})]
+    md = _report(tmp_path, t)["markdown"].read_text()
+    section = md.split(f"## {tb.SCALE_TITLE}", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| tiered storage")]
+    seg = [r for r in rows if "| system.segment_bytes |" in r]
+    assert seg == ["| tiered storage (Kafka KIP-405) | reassign-one | system.segment_bytes | 10 MiB | 1 GiB | "
+                   "Kafka's default segment.bytes (log.segment.bytes = 1073741824; KIP-1030 kept it in 4.0) | "
+                   "1/102 (1/100) | ok (-2.3%) |",
+                   "| tiered storage (Kafka KIP-405) | tiered-4mib | system.segment_bytes | 4 MiB | 1 GiB | "
+                   "Kafka's default segment.bytes (log.segment.bytes = 1073741824; KIP-1030 kept it in 4.0) | "
+                   "1/256 (1/100) | BREAKS (-60.9%, tolerance ±5%) |"]
+    link = next(r for r in rows if "network.link_rate" in r)
+    assert "| 12.5 MB/s | 1250 MB/s |" in link and "| 1/100 (1/100) | ok (+0.0%) |" in link
+    latency = next(r for r in rows if "object_store_latency" in r)
+    assert "| 30 ms | 30 ms |" in latency and "Quickwit" in latency
+    size = next(r for r in rows if "prefill.bytes_per_partition" in r)
+    assert "| 64 MiB | 6.2 GiB | what the run stands for" in size and size.endswith("| stands for |")
+    assert "Declaring no scale model (not checked): hand, hand-made." in section
+    configs = md.split("## Configurations compared", 1)[1].split("\n## ", 1)[0]
+    assert "1/100 / 1/100; broken by system.segment_bytes, remote.log.manager.task.interval.ms |" in configs
+    assert "| not declared |" in configs

@@ -74,7 +74,7 @@ def test_reassign_one_matrix_run_ids_and_values():
     assert rid in runs
     assert runs[rid].system.kind == "shared"
     assert runs[rid].prefill.bytes_per_partition == 64 * 2**20
-    assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.replication_throttle_of_link == 0.5
+    assert runs[rid].network.link_rate == "100mbit" and runs[rid].system.move_budget_of_link == 0.5
     assert len(runs) == 12  # three systems x four sizes: what the models' held-out size check needs
 
 
@@ -226,7 +226,7 @@ def test_to_yaml_round_trips():
     sc = load_scenario(REASSIGN_ONE)
     again = parse_scenario(yaml.safe_load(sc.to_yaml()))
     assert again == sc
-    assert again.resolved()["system"]["wal_upload_threshold_bytes"] is None  # the system's own default
+    assert again.resolved()["system"]["wal_batch_interval_ms"] is None  # the system's own default
 
 
 def test_models_are_frozen():
@@ -382,10 +382,105 @@ def test_configuration_states_each_systems_terms():
     assert copy["object_store_link_rate"] is None and copy["wal_batch_interval_ms"] is None
     assert (shared["replication_factor"], shared["min_insync_replicas"], shared["throttle_bytes_per_s"]) == (1, None, None)
     assert shared["wal_batch_interval_ms"] == DEFAULTS["wal.batch.interval.ms"]
-    assert shared["wal_upload_threshold_bytes"] == DEFAULTS["wal.upload.threshold.bytes"]
+    assert shared["wal_upload_threshold_bytes"] == 5 * 2**20  # AutoMQ's 512 MiB at the scale model's 1/100
     assert shared["object_store_link_rate"] == "1gbit" and "WAL object" in shared["ack_meaning"]
     assert copy["ack_meaning"] != shared["ack_meaning"]
-    assert copy["acks"] == shared["acks"] == "all" and copy["linger_ms"] == shared["linger_ms"]  # one client
+    assert copy["acks"] == shared["acks"] == "all" and copy["linger_ms"] == shared["linger_ms"] == 5  # one client
+    # one move budget, each system's own mechanism
+    assert copy["move_budget_bytes_per_s"] == shared["move_budget_bytes_per_s"] == 6_250_000
+    assert copy["move_budget_rule"] == shared["move_budget_rule"] == "half the link per move"
+    assert "replication throttle" in copy["move_budget_mechanism"]
+    assert "forced upload" in shared["move_budget_mechanism"]
+
+
+def test_one_move_budget_becomes_each_systems_mechanism():
+    """system.move_budget_of_link: the replication throttle on the copy and tiered systems, the cap
+    on the forced upload of the move's tail on the shared one (not its other uploads); in the run's
+    params and configuration, "none" without it; refused where it makes no sense."""
+    from bench.check.summary import configuration_of, params_of
+    from bench.run.runner import broker_config, topic_configs
+
+    def runs(*overrides):
+        return {sc.system.kind: sc for _, sc in expand(load_scenario(REASSIGN_ONE, [
+            "matrix.prefill.bytes_per_partition=[64MiB]", *overrides]))}
+
+    budget = runs()
+    copy, tiered, shared = budget["replication"], budget["tiered"], budget["shared"]
+    for sc in (copy, tiered):
+        cfg = broker_config(sc)
+        assert cfg["leader.replication.throttled.rate"] == cfg["follower.replication.throttled.rate"] == "6250000"
+        assert topic_configs(sc, sc.workload.topics[0])["leader.replication.throttled.replicas"] == "*"
+        assert params_of(sc)["replication_throttle_bytes_per_s"] == 6_250_000
+    cfg = broker_config(shared)
+    assert cfg["shared.move.upload.bytes.per.s"] == "6250000"
+    assert not any(k in cfg for k in ("s3.upload.bytes.per.s", "s3.bandwidth.bytes.per.s",
+                                      "leader.replication.throttled.rate"))
+    p = params_of(shared)
+    assert p["move_budget_of_link"] == 0.5 and p["move_upload_bytes_per_s"] == 6_250_000
+    assert p["replication_throttle_bytes_per_s"] is None
+    unlimited = runs("matrix.system.move_budget_of_link=[null]")
+    for kind, sc in unlimited.items():
+        conf = configuration_of(sc)
+        assert (conf["move_budget_bytes_per_s"], conf["move_budget_rule"], conf["move_budget_mechanism"]) == \
+            (None, "none", None), kind
+        assert "throttled.rate" not in str(broker_config(sc)) and "move.upload" not in str(broker_config(sc))
+    assert configuration_of(runs("system.move_budget_of_link=0.25")["replication"])["move_budget_rule"] == \
+        "a quarter the link per move"
+    with pytest.raises(ScenarioError, match="system.move_budget_of_link: is the replication throttle"):
+        load_scenario(REASSIGN_ONE, ["system.replication_throttle_of_link=0.5"])
+    with pytest.raises(ScenarioError, match="system.move_budget_of_link: is the move upload cap"):
+        load_scenario(REASSIGN_ONE, ["system.move_upload_bytes_per_s=1MiB"])
+    with pytest.raises(ScenarioError, match="system.move_budget_of_link: needs network.link_rate"):
+        load_scenario(REASSIGN_ONE, ["network.link_rate=null", "network.client_link_rate=null",
+                                     "network.object_store_link_rate=null"])
+    with pytest.raises(ScenarioError, match="system.move_budget_of_link"):
+        load_scenario(REASSIGN_ONE, ["system.move_budget_of_link=1.5"])
+
+
+def test_linger_is_a_workload_setting_recorded_with_the_run():
+    """workload.linger_ms: 5 by default (the client's own), matrix-able, in params and
+    configuration; a client setting linger.ms (applied last to every client) is what is recorded."""
+    from bench.check.summary import configuration_of, params_of
+
+    sc = load_scenario(REASSIGN_ONE, ["matrix.workload.linger_ms=[5, 250]", "matrix.system.kind=[shared]",
+                                      "matrix.prefill.bytes_per_partition=[64MiB]"])
+    (rid5, five), (rid250, slow) = expand(sc)
+    assert rid250.endswith("__workload.linger_ms=250") and five.workload.linger_ms == 5
+    assert (params_of(slow)["linger_ms"], configuration_of(slow)["linger_ms"]) == (250, 250)
+    assert params_of(five)["linger_ms"] == 5
+    own = load_scenario(REASSIGN_ONE, ["system.client={linger.ms: 20}"])
+    assert configuration_of(expand(own)[0][1])["linger_ms"] == 20
+    for bad in ("-1", "1.5", "1000000"):
+        with pytest.raises(ScenarioError, match="workload.linger_ms"):
+            load_scenario(REASSIGN_ONE, [f"workload.linger_ms={bad}"])
+
+
+def test_the_default_suite_runs_on_production_terms():
+    """The default suite's scenarios declare the scale model and keep it (but for the tiered remote
+    log manager's interval, reported), set the object store's measured latency and the move budget,
+    and keep the time-like settings (session timeouts, linger.ms) at production values; the suite
+    adds the sensitivity and no-limit sets as configurations of their own."""
+    from bench.run.suite import SUITES
+    from bench.scenario import resolve_scenario
+    from bench.scenario.scale import scale_check
+
+    for name in ("reassign-one", "broker-loss", "consume-move"):
+        for rid, sc in expand(load_scenario(resolve_scenario(name))):
+            assert (sc.scale.bytes, sc.scale.rate) == (0.01, 0.01), rid
+            assert sc.system.move_budget_of_link == 0.5 and sc.workload.linger_ms == 5, rid
+            assert sc.network.object_store_latency == {"p50": "30ms", "p99": "80ms"}, rid
+            assert not sc.system.extra, rid  # Kafka's session timeouts
+            check = scale_check(sc)
+            assert check["breaks"] == (["remote.log.manager.task.interval.ms"] if sc.system.kind == "tiered" else []), rid
+    ids = set()
+    for name, overrides in SUITES["default"]:
+        for rid, _ in expand(load_scenario(resolve_scenario(name), overrides)):
+            assert rid not in ids, rid  # every set a configuration of its own
+            ids.add(rid)
+    assert "reassign-one__system.kind=shared__prefill.bytes_per_partition=64MiB__workload.linger_ms=250" in ids
+    assert "broker-loss__system.kind=tiered__workload.linger_ms=250" in ids
+    assert "reassign-one__system.kind=replication__prefill.bytes_per_partition=64MiB__system.move_budget_of_link=null" \
+        in ids
 
 
 @pytest.mark.parametrize("action, fragment", [

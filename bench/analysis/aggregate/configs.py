@@ -57,10 +57,11 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
         row = {
             "config_key": ck, "config_label": r0.config_label, "scenario": r0.summary.get("scenario"),
             "system": r0.system, "configuration": _json_or_none(r0.summary.get("configuration")),
+            "params": _json_or_none(r0.summary.get("params")),
             "prefill_bytes_per_partition": r0.param("prefill_bytes_per_partition"),
             "replication_throttle_bytes_per_s": r0.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r0.param("objstore_bandwidth_bytes_per_s"),
-            "bandwidth_bytes_per_s": r0.bandwidth, "runs": len(rs), "repetitions": max(planned, default=None),
+            "bandwidth_bytes_per_s": r0.bandwidth, "linger_ms": r0.param("linger_ms"), "runs": len(rs), "repetitions": max(planned, default=None),
             "run_keys": ",".join(sorted(keys)), "moves": len(mv), "faults": len(outages),
             "move_seconds_stdev": statistics.stdev(secs) if len(secs) >= 2 else None,
             "during_p99_ms": during["p99_ms"] if during else None,
@@ -75,6 +76,7 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
         row.update(_spread_cols("outage_seconds", (o["unavailable_seconds"] for o in outages)))
         row.update(_spread_cols("recovery_seconds", (o["recovery_seconds"] for o in outages)))
         row.update(_spread_cols("producer_unavailable_seconds", (x["run_max_unavailable_seconds"] for x in run_rows)))
+        row.update(_spread_cols("load_cpu_s_per_1000_msgs", (x["load_cpu_s_per_1000_msgs"] for x in run_rows)))
         # Consumers: over the configuration's moves (a fault's figures are in the consumers table).
         cons = [x for x in tables.get("consumers", []) if x["run_key"] in keys and x["action"] in MOVE_ACTIONS]
         for name in CONSUMER_FIGURES:

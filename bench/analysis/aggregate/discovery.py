@@ -55,13 +55,15 @@ class StoredRun:
 
     @property
     def bandwidth(self) -> Any:
-        """The run's cap on a move's bytes/s: the setting its profile names (throttle, object-store
-        cap) and, on emulated links, the links a move crosses (the brokers'; the object store's
-        for a system with one), whichever is lowest (None: uncapped, on loopback)."""
+        """The run's cap on a move's bytes/s: the settings its profile names (throttle, object-store
+        cap, the move budget's mechanism) and, on emulated links, the links a move crosses (the
+        brokers'; the object store's for a system with one), whichever is lowest (None:
+        uncapped, on loopback)."""
         p = PROFILES.get(self.system)
         caps = []
-        if p is not None and p.bandwidth_param and self.param(p.bandwidth_param):
-            caps.append(float(self.param(p.bandwidth_param)))
+        for name in {p.bandwidth_param, p.move_budget} - {None} if p is not None else ():
+            if self.param(name):
+                caps.append(float(self.param(name)))
         for key in ("link_rate", "object_store_link_rate"):
             rate = (self.summary.get("params") or {}).get(key)
             if rate:

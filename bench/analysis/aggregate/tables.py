@@ -31,7 +31,7 @@ CONSUMER_FIGURES = ("e2e_during_p99_ms", "e2e_before_p99_ms", "e2e_after_p99_ms"
                     "catch_up_during_bytes_per_s", "catch_up_before_bytes_per_s")
 # Per-configuration figures given as median, min and max over its runs (configs table).
 SPREAD_FIGURES = ("move_seconds", "unavailable_seconds", "outage_seconds", "recovery_seconds",
-                  "producer_unavailable_seconds", "partition_bytes", *MOVE_METRIC_NAMES, "bytes_moved",
+                  "producer_unavailable_seconds", "load_cpu_s_per_1000_msgs", "partition_bytes", *MOVE_METRIC_NAMES, "bytes_moved",
                   "bytes_moved_at_request",
                   "bytes_moved_during_move", *PROTOCOL_FIGURES, *CONSUMER_FIGURES)
 
@@ -48,6 +48,8 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("prefill_bytes_per_partition", F64), ("replication_throttle_bytes_per_s", F64),
         ("objstore_bandwidth_bytes_per_s", F64), ("bandwidth_bytes_per_s", F64), ("message_bytes", F64),
         ("produce_rate_msgs_per_s", F64), ("brokers", I64),
+        # the producers' linger.ms and the load process's CPU s per 1,000 acked messages (summary.json)
+        ("linger_ms", F64), ("load_cpu_s_per_1000_msgs", F64),
         ("history_rows", I64), ("sends", I64), ("acked", I64), ("send_fail", I64), ("send_info", I64),
         ("reads", I64), ("events", I64), ("malformed_events", I64),
         ("load_start", F64), ("load_end", F64),
@@ -145,9 +147,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
     # values (moves / faults); latency quantiles pooled from the raw samples of all its runs.
     "configs": [
         ("config_key", STR), ("config_label", STR), ("scenario", STR), ("system", STR),
-        ("configuration", STR), ("prefill_bytes_per_partition", F64),
+        ("configuration", STR), ("params", STR), ("prefill_bytes_per_partition", F64),
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
-        ("bandwidth_bytes_per_s", F64), ("runs", I64), ("repetitions", I64), ("run_keys", STR), ("moves", I64),
+        ("bandwidth_bytes_per_s", F64), ("linger_ms", F64), ("runs", I64), ("repetitions", I64), ("run_keys", STR), ("moves", I64),
         *[(f"{m}_{s}", F64) for m in SPREAD_FIGURES for s in ("median", "min", "max")],
         ("move_seconds_stdev", F64), ("faults", I64),
         ("during_p99_ms", F64), ("before_p99_ms", F64),

@@ -27,7 +27,9 @@ AXES: dict[str, tuple[str, ...]] = {
     "size": ("prefill_bytes_per_partition",),
     "throttle": ("replication_throttle_bytes_per_s", "replication_throttle_of_link",
                  "objstore_bandwidth_bytes_per_s"),
-    "link": ("link_rate", "replication_throttle_bytes_per_s"),  # a throttle set as a share of the link moves with it
+    # a throttle or a move budget set as a share of the link moves with it (each system's mechanism)
+    "link": ("link_rate", "replication_throttle_bytes_per_s",
+             *sorted({p.move_budget for p in PROFILES.values() if p.move_budget} - {"replication_throttle_bytes_per_s"})),
     "ingest": ("produce_rate_msgs_per_s",),
 }
 # Settings that never define a family: how long the load ran, and matrix labels (dotted keys,
