@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bench.check.host import SATURATED_BUSY_PCT, move_host
 from bench.check.moves import copy_start
 from bench.check.view import HistoryView
 
@@ -64,6 +65,29 @@ MOVE_METRICS: tuple[MoveMetric, ...] = (
                "the bytes the leader told the new replica to copy at the request (tiered storage: the local "
                "tail; null: it copied from the log's start, the whole partition)",
                _copy_bytes_at_request, fmt="bytes", report_column=False),  # the bytes-moved table shows it
+)
+
+
+def _host(field: str) -> Callable[[HistoryView, MoveRef], Any]:
+    """A figure of the host over the move's window (bench/check/host.py: request to the first ack
+    on the new owner, else to the action's end)."""
+    return lambda v, m: move_host(v, m.action_id, m.request_ts, m.move_seconds)[field]
+
+
+# The host while the move ran (bench/check/host.py); the report's host table shows them, and the
+# move models leave the saturated moves out (bench/analysis/aggregate/fits.py model_move).
+MOVE_METRICS += (
+    MoveMetric("host_busy_mean_pct", "host CPU busy % (mean)",
+               "the host's CPU busy share over the move's window, all cores and every process (%; the mean of "
+               "the once-a-second host samples, each weighted by its seconds inside; null: no sample)",
+               _host("busy_mean_pct"), report_column=False),
+    MoveMetric("host_busy_peak_pct", "host CPU busy % (peak)",
+               "the busiest once-a-second host sample overlapping the move's window (%)",
+               _host("busy_peak_pct"), report_column=False),
+    MoveMetric("host_saturated", "host saturated",
+               f"true when host_busy_mean_pct > {SATURATED_BUSY_PCT:g} % (the move measured the host, not the "
+               "system), false at or below, null (unknown) with fewer than 2 host samples in the window",
+               _host("saturated"), report_column=False),
 )
 MOVE_METRIC_NAMES = tuple(m.name for m in MOVE_METRICS)
 

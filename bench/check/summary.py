@@ -61,6 +61,13 @@ clock). Shape::
                 p99_ms, p999_ms}} (the action's partitions), gap_seconds (longest time a tail
                 group got nothing), catch_up_bytes_per_s: {before|during|after}}]}
      cpu: {process: mean %},
+     host: {busy_mean_pct, busy_peak_pct, samples, saturated (true | false | null: unknown, fewer
+            than 2 host samples), reason (why unknown, else null), samples_over_threshold,
+            run_processes_pct (the run's own processes' share of the host), cpu_pressure_mean_pct
+            (the share of the time some task waited for a CPU, the kernel's PSI), from_ts, to_ts (the
+            load window), threshold_pct, source (host_sample | cpu_sample._machine | null)}: the
+            whole host's CPU over the load window, bench.check.host (each move's the
+            same, moves[].host_busy_mean_pct, host_busy_peak_pct, host_saturated),
      links: {node: {tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
                             mean_utilisation}}}  (emulated links only; tx = sent by the node)}
 
@@ -84,6 +91,7 @@ import pyarrow.compute as pc
 import yaml
 
 from bench.check import HistoryView, check_all, check_move_seconds
+from bench.check.host import run_host
 from bench.check.metrics import MOVE_METRICS, MoveRef
 from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict, verdict_counts
@@ -116,7 +124,7 @@ from bench.scenario.scale import scale_check
 from workloads.messages import PRODUCER_ACKS
 
 
-SCHEMA_VERSION = 3  # what build_summary writes; upgrade_summary reads every older one
+SCHEMA_VERSION = 4  # what build_summary writes; upgrade_summary reads every older one (4: host)
 
 
 def producer_linger_ms(sc: Scenario) -> int | float | None:
@@ -550,6 +558,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "outages": _outages(v, checks),
         "consumers": _consumers(checks),
         "cpu": cpu,
+        "host": run_host(v),
         "links": _links(v),
     }
     return clean(summary)
@@ -613,6 +622,9 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     system, whose move was not limited), ``configuration.scale`` (null), ``params.linger_ms`` (the configuration's) and
     ``params.move_budget_of_link`` (null), ``producer.load_cpu_s_per_1000_msgs`` (from ``cpu.load``
     and the acked rate).
+
+    Version 3 and older: ``host`` (the host's CPU over the load window, bench.check.host) from
+    ``view``'s samples (unknown without a view).
     """
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
     moves = [m for m in out.get("moves") or [] if isinstance(m, dict)]
@@ -643,6 +655,9 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     prod = out.get("producer")
     if isinstance(prod, dict) and "load_cpu_s_per_1000_msgs" not in prod:
         prod["load_cpu_s_per_1000_msgs"] = load_cpu_s_per_1000(out.get("cpu"), prod)
+    # Version 3: no host.
+    if "host" not in out:
+        out["host"] = run_host(view)  # unknown without the history
     out["schema_version"] = SCHEMA_VERSION
     return out
 

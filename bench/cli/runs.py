@@ -140,6 +140,7 @@ def cmd_analyze(args) -> int:
         p = summary["producer"]
         print(f"  producer: sent={p['sent']} acked={p['acked']} failed={p['failed']} info={p['info']} "
               f"rate={p['rate_msgs_per_s']}")
+        print(f"  host saturated: {host_text(summary, markup=False)} (bench/check/host.py)")
         if stored is None:
             print("  (no stored summary.json to compare with)")
         else:
@@ -151,8 +152,8 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from bench.check.host import RULE as HOST_RULE
     from bench.check.safety import verdict
-
 
     console = Console()
     t = Table(title="built-in scenarios (workloads/scenarios)")
@@ -174,23 +175,43 @@ def cmd_list(args) -> int:
     run_dirs = sorted({p.parent for p in (*root.glob("*/*/scenario.yaml"), *root.glob("*/*/*/scenario.yaml"))},
                       key=str)
     t = Table(title=f"past runs ({root})")
-    for col in ("run", "system", "started", "status", "checks", "moves", "path"):
+    for col in ("run", "system", "started", "status", "checks", "host saturated", "moves", "path"):
         t.add_column(col, overflow="fold")
     for d in run_dirs:
         try:
             s = json.loads((d / "summary.json").read_text())
         except OSError:
-            t.add_row(d.name, "?", "?", run_status(d, None), "-", "-", str(d))
+            t.add_row(d.name, "?", "?", run_status(d, None), "-", "-", "-", str(d))
             continue
         except ValueError:
-            t.add_row(d.name, "?", "?", "[red]unreadable summary.json[/red]", "-", "-", str(d))
+            t.add_row(d.name, "?", "?", "[red]unreadable summary.json[/red]", "-", "-", "-", str(d))
             continue
-        moves = ", ".join(f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?"
-                          for m in s.get("moves", [])) or "-"
+        moves = ", ".join((f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?")
+                          + ("*" if m.get("host_saturated") else "") for m in s.get("moves", [])) or "-"
         t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(d, s),
-                  _marked(verdict(s.get("checks", {}).get("valid"))), moves, str(d))
+                  _marked(verdict(s.get("checks", {}).get("valid"))), host_text(s), moves, str(d))
     console.print(t if run_dirs else f"no runs under {root}")
+    if run_dirs:
+        console.print(f"host saturated: {HOST_RULE} (load window: yes/no/unknown, mean busy %); "
+                      "* a move timed while the host was saturated. A summary from before host samples: "
+                      "`python -m bench analyze RUN_DIR --write` fills it in from the history.", highlight=False)
     return 0
+
+
+def host_text(s: dict, markup: bool = True) -> str:
+    """``python -m bench list``'s host column: whether the run's load window saturated the host
+    (bench/check/host.py), its mean busy share, and how many of its moves were saturated
+    (``markup``: a saturated run in red, rich's markup)."""
+    h = s.get("host")
+    if not isinstance(h, dict):
+        return "? (older summary)"
+    sat = h.get("saturated")
+    word = ("[red]yes[/red]" if markup else "yes") if sat else "no" if sat is False else "unknown"
+    mean = h.get("busy_mean_pct")
+    moves = s.get("moves") or []
+    n = sum(1 for m in moves if m.get("host_saturated"))
+    return (word + (f" ({mean:.0f} %)" if isinstance(mean, (int, float)) else "")
+            + (f", {n} of {len(moves)} moves" if moves else ""))
 
 
 def _marked(word: str) -> str:

@@ -22,6 +22,15 @@ EVENT_CONSUMERS_READY = "consumers_ready"
 EVENT_CONSUMERS_FINISHED = "consumers_finished"
 EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
 EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every cpu_sample
+# The whole host with every cpu_sample (same ts), every process on the machine, the harness's or
+# not (bench/run/observe.py host_busy): {busy_pct (share of all cores not idle and not waiting
+# for I/O, psutil.cpu_percent's definition; 100 = every core busy), user_pct (user + nice),
+# system_pct (system + irq + softirq), iowait_pct, steal_pct (taken by the hypervisor), over the
+# interval_s seconds up to ts; cpus; load_1m; cpu_pressure_pct: the share of the interval some
+# runnable task waited for a CPU, the kernel's PSI, null without it}. What bench/check/host.py
+# judges saturation on (busy_pct).
+# (cpu_sample's "_machine" key is busy_pct again; histories from before host_sample have only it.)
+EVENT_HOST_SAMPLE = "host_sample"
 # Emulated links, once a second during the load: {node: {tx_bytes_per_s, rx_bytes_per_s, rate_bits}}
 # (tx = what the node sent, rx = what it received, over the last interval; node "client" is the
 # root namespace's link, which the load and the verifying consumer use)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from bench.analysis import model as mdl
-from bench.analysis.aggregate.fits import model_move
+from bench.analysis.aggregate.fits import host_left_out, host_note, model_move
 from bench.check.moves import BYTES_SPLIT_NOTE
 from bench.history.names import BROKER_NODE_PREFIX, NODE_OBJSTORE
 from bench.report.format import color as system_color
@@ -172,8 +172,14 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
            "c + B / (e x T - r); tiered: c + L / (e x T - r), L = the local tail the leader named, at most the "
            "partition: flat once the partition is larger than what stays local; shared: c + tail / (u x L) + open "
            "cost per object; a run's cap is the lowest of its replication throttle or object-store cap and the "
-           "emulated links a move crosses). From " + short_runs(runs) + ".")
+           "emulated links a move crosses). " + _left_out_text(t["moves"]) + "From " + short_runs(runs) + ".")
     return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
+
+
+def _left_out_text(moves: list[dict[str, Any]]) -> str:
+    """Per system, the saturated moves the models and this figure leave out (none: nothing said)."""
+    left = {s: c for s, c in host_left_out(moves).items() if c["saturated_left_out"] or c["host_unknown_kept"]}
+    return "".join(f"{system_short(s)}: {host_note(c)}. " for s, c in left.items())
 
 
 BYTES_COLORS = {"inter_broker": "#e67e22", "objstore": "#5dade2"}

@@ -42,7 +42,8 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
                  else m["open_per_object_se"] * 1000) if _opens_objects(m["family"]) else MISSING,
               fmt_num(m["r2"]), fmt_num(m["rmse_s"]), m["n"],
               "yes" if m.get("validated") else f"no: {m.get('validation_reason')}"] for m in tables["model_fit"]]))
-        parts += [""] + [f"- **{m['system']}** rests on {m['n']} move(s) of runs {m['runs']}. {m['assumptions']}"
+        parts += [""] + [f"- **{m['system']}** rests on {m['n']} move(s) of runs {m['runs']}"
+                         + (f" ({m['host_note']})" if m.get("host_note") else "") + f". {m['assumptions']}"
                          for m in tables["model_fit"]]
     for s, n in (notes or {}).items():
         parts.append(f"- **{s}**: not fitted ({n}).")

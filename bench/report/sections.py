@@ -183,6 +183,8 @@ SAFETY = Section("Safety verdicts", note=tb.SAFETY_NOTE, head=tb.SAFETY_HEAD, ro
 FAULTS = Section("Fault outages", note=tb.FAULT_NOTE, head=tb.FAULT_HEAD, rows=lambda v: tb.fault_rows(v.t)[0],
                  paragraph=lambda v: f"From {short_runs(tb.fault_rows(v.t)[1])}.",
                  applies=lambda v: bool(v.t["outages"]))
+HOST = Section(tb.HOST_TITLE, note=tb.HOST_NOTE, head=tb.HOST_HEAD, rows=lambda v: tb.host_rows(v.configs),
+               applies=lambda v: bool(v.configs))
 MODEL = Section("Model", markdown=lambda v: model_markdown(v.t, v.notes, v.headline))
 
 # summary.md's own units: every run, and every fault of every run
@@ -205,8 +207,8 @@ MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.hea
 
 # The two documents, in order.
 REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, SCALE, MEASURED, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, PROTOCOL,
-          CONSUMERS, Figures(), LINK_FILL, SAFETY, FAULTS, MODEL]
+          CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
 SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
-           MODELS]
+           HOST, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

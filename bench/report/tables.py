@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
+from bench.check.host import MIN_SAMPLES, SATURATED_BUSY_PCT
 from bench.check.metrics import MOVE_METRICS, MoveMetric
 from bench.check.safety import VERDICTS, verdict_counts
 from bench.check.summary import current_configuration, upgrade_summary
@@ -561,6 +562,7 @@ def measured_lines(t) -> list[str]:
                    f"({failed} failed); the largest error at {worst['label']}: predicted {fmt_num(worst['predicted_s'])} s "
                    f"vs measured {fmt_num(worst['measured_s'])} s, {worst['error_pct']:+.1f} % "
                    f"(target ±{fmt_num(worst['target_pct'])} %).")
+    out += host_lines(t)
     bad = [r["run_key"] for r in t["runs"] if r["valid"] == "fail"]
     out.append(f"Safety verdicts over {len(t['runs'])} run(s): {verdict_counts(r['valid'] or 'unknown' for r in t['runs'])}"
                + (f"; failed: {', '.join(bad)}" if bad else "") + ".")
@@ -568,13 +570,69 @@ def measured_lines(t) -> list[str]:
 
 
 
+# --------------------------------------------------------------------------------------------
+# The host's CPU: saturated runs and moves (bench/check/host.py)
+
+HOST_TITLE = "Host CPU: saturated runs and moves"
+HOST_NOTE = (f"Every process of a run shares one host. A window is saturated when the host's mean CPU busy share "
+             f"(all cores, every process on the machine, the harness's or not) over its once-a-second samples, each "
+             f"weighted by its seconds inside, exceeds {SATURATED_BUSY_PCT:g} %: a move timed then measured the "
+             f"host, not the system, and the move models leave it out. Unknown: fewer than {MIN_SAMPLES} samples "
+             f"in the window (a move shorter than about a second), or a run from before host samples. A run's "
+             f"window is its load; a move's, its request to the first ack on the new owner. Busy %: median "
+             f"(min–max) over the configuration's runs (load) or moves (mean and peak sample in each move's window); "
+             f"of it the run's processes: the load, consumers, harness and cluster processes' share of the host "
+             f"(the rest was other work on the machine).")
+HOST_HEAD = ["configuration", "runs", "host busy % (load)", "of it the run's processes %", "loads saturated", "moves",
+             "saturated moves",
+             "share of moves", "unknown", "host busy % (moves, mean)", "host busy % (moves, peak)"]
+
+
+def _share(n: int, of: int) -> str:
+    return f"{100.0 * n / of:.0f} %" if of else MISSING
+
+
+def host_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per configuration: the host over its runs' load windows and its moves' windows; counts of
+    the saturated ones (configs table, bench/analysis/aggregate/configs.py host_counts)."""
+    rows = []
+    for c in configs:
+        sat, unk = c.get("moves_host_saturated"), c.get("moves_host_unknown")
+        rows.append([c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "load_host_busy_mean_pct"),
+                     cfg_spread(c, "load_run_processes_pct"), count_text(c.get("runs_host_saturated")), c["moves"],
+                     count_text(sat),
+                     _share(sat, c["moves"]) if sat is not None else MISSING, count_text(unk),
+                     cfg_spread(c, "host_busy_mean_pct"), cfg_spread(c, "host_busy_peak_pct")])
+    return rows
+
+
+def host_lines(t) -> list[str]:
+    """"Measured at a glance": the share of saturated moves over all moves (per system beside it)
+    and the saturated load windows."""
+    moves, runs = t["moves"], t["runs"]
+    if not moves and not runs:
+        return []
+    sat = [m for m in moves if m.get("host_saturated")]
+    unk = [m for m in moves if m.get("host_saturated") is None]
+    per = "; ".join(f"{short(s)} {sum(1 for m in sat if m['system'] == s)} of "
+                    f"{sum(1 for m in moves if m['system'] == s)}" for s in systems_of(moves))
+    loads = sum(1 for r in runs if r.get("host_saturated"))
+    loads_unk = sum(1 for r in runs if r.get("host_saturated") is None)
+    return [f"Host saturated (mean CPU busy > {SATURATED_BUSY_PCT:g} % of all cores over the window): "
+            f"{len(sat)} of {len(moves)} moves ({_share(len(sat), len(moves))})"
+            + (f", {len(unk)} unknown" if unk else "") + (f" ({per})" if per else "")
+            + f"; {loads} of {len(runs)} runs' load windows" + (f", {loads_unk} unknown" if loads_unk else "")
+            + ". The move models leave the saturated moves out."]
+
+
 __all__ = [
     "BYTES_HEAD", "CONFIG_HEAD", "CONFIG_NOTE", "CONSUMERS_HEAD", "CONSUMERS_NOTE", "CONSUMERS_TITLE", "FAULT_HEAD",
-    "FAULT_NOTE", "LINK_FILL_HEAD", "LINK_FILL_NOTE", "MEASURED_HEAD", "NO_LINKS", "PROTOCOL_HEAD", "PROTOCOL_NOTE",
+    "FAULT_NOTE", "HOST_HEAD", "HOST_NOTE", "HOST_TITLE", "LINK_FILL_HEAD", "LINK_FILL_NOTE", "MEASURED_HEAD",
+    "NO_LINKS", "PROTOCOL_HEAD", "PROTOCOL_NOTE",
     "PROTOCOL_TITLE", "RESULT_HEAD", "SAFETY_HEAD", "SAFETY_NOTE", "SENSITIVITY_HEAD", "SENSITIVITY_TITLE", "SPIN_RATIO",
     "SCALE_HEAD", "SCALE_TITLE", "SPREAD_NOTE", "bytes_rows", "configuration_rows", "scale_note", "scale_rows",
     "scale_text", "scale_undeclared", "linger_groups", "load_cpu_by_linger", "move_budget_text",
-    "sensitivity_note", "sensitivity_rows",
+    "sensitivity_note", "sensitivity_rows", "host_lines", "host_rows",
     "consumer_rows", "fault_rows", "link_fill_rows", "measured_lines", "own_settings_text", "producer_settings",
     "protocol_note", "protocol_rows", "provenance_lines", "recovery_label", "result_rows", "safety_counts",
     "safety_rows",

@@ -17,7 +17,8 @@ from typing import Any
 
 import psutil
 
-from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE, EVENT_LOG_DIRS,
+from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE,
+                                 EVENT_LOG_DIRS,
                                  EVENT_MOVE_PROGRESS, EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
                                  LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S, SOURCE_CLIENT)
 from bench.history.store import event_row
@@ -72,8 +73,11 @@ def sample_processes(run: Any, until: float) -> None:
     """Every second during the load: CPU % (of one core) of the load process, the consumer process,
     the harness itself
     and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
-    resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges)."""
+    resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges); the
+    whole host's CPU over the same second, as ``host_sample`` events (:func:`host_busy`: what
+    bench/check/host.py judges saturation on)."""
     procs: dict[str, psutil.Process] = {}
+    host_prev = host_reading()
 
     def track(name: str, pid: int | None) -> None:
         if pid and name not in procs:
@@ -94,7 +98,10 @@ def sample_processes(run: Any, until: float) -> None:
                     del procs[name]  # restarted
                 track(name, pid)
         run.state.stop.wait(1.0)
-        ts = time.time()
+        host_now = host_reading()
+        ts = host_now[0]
+        host = host_busy(host_prev, host_now)
+        host_prev = host_now
         cpu, rss = {}, {}
         for name, pr in list(procs.items()):
             try:
@@ -103,9 +110,54 @@ def sample_processes(run: Any, until: float) -> None:
                     rss[name] = pr.memory_info().rss
             except psutil.Error:  # gone (a killed broker): no sample, tracked again once restarted
                 procs.pop(name, None)
-        cpu["_machine"] = round(psutil.cpu_percent(None), 1)
+        cpu["_machine"] = host["busy_pct"]
         run.event(EVENT_CPU_SAMPLE, cpu, ts=ts)
         run.event(EVENT_RSS_SAMPLE, rss, ts=ts)
+        run.event(EVENT_HOST_SAMPLE, host, ts=ts)
+
+
+PSI_CPU = "/proc/pressure/cpu"
+
+
+def host_reading() -> tuple[float, Any, int | None]:
+    """(time.time(), psutil.cpu_times(), the kernel's CPU pressure stall total: microseconds during
+    which some runnable task waited for a CPU, None without PSI)."""
+    stall = None
+    try:
+        with open(PSI_CPU, encoding="ascii") as f:
+            some = f.readline().split()  # some avg10=.. avg60=.. avg300=.. total=<us>
+        stall = int(some[-1].split("=")[1]) if some and some[0] == "some" else None
+    except (OSError, ValueError, IndexError):
+        pass
+    return time.time(), psutil.cpu_times(), stall
+
+
+def host_busy(before: tuple[float, Any, int | None], after: tuple[float, Any, int | None]) -> dict[str, Any]:
+    """The whole host's CPU between two :func:`host_reading` readings: the ``host_sample`` payload
+    (bench/history/names.py). Shares of all cores, in %; busy is what is neither idle nor waiting
+    for I/O (psutil.cpu_percent's definition, htop's; guest time is already in user). Computed from
+    the two readings, not from psutil.cpu_percent(None), whose interval runs from the calling
+    thread's previous call (the first sample of a run would span nothing). ``cpu_pressure_pct``:
+    the share of the interval during which some runnable task waited for a CPU (the kernel's PSI;
+    None without it): recorded beside the busy share, not part of the saturation rule."""
+    (t0, a, p0), (t1, b, p1) = before, after
+    d = {f: max(0.0, getattr(b, f) - getattr(a, f)) for f in b._fields}
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+
+    def pct(x: float) -> float:
+        return round(100.0 * x / total, 1) if total > 0 else 0.0
+
+    idle = d.get("idle", 0.0) + d.get("iowait", 0.0)
+    try:
+        load_1m = round(os.getloadavg()[0], 2)
+    except OSError:
+        load_1m = None
+    return {"busy_pct": pct(total - idle), "user_pct": pct(d.get("user", 0.0) + d.get("nice", 0.0)),
+            "system_pct": pct(d.get("system", 0.0) + d.get("irq", 0.0) + d.get("softirq", 0.0)),
+            "iowait_pct": pct(d.get("iowait", 0.0)), "steal_pct": pct(d.get("steal", 0.0)),
+            "interval_s": round(t1 - t0, 3), "cpus": psutil.cpu_count(), "load_1m": load_1m,
+            "cpu_pressure_pct": (round(min(100.0, (p1 - p0) / 1e4 / (t1 - t0)), 1)
+                                 if p0 is not None and p1 is not None and t1 > t0 else None)}
 
 
 def link_bytes(network: Network) -> dict[str, tuple[int, int]]:

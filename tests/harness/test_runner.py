@@ -237,6 +237,17 @@ def test_short_run_end_to_end(small_run):
     for k in ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "objstore_bandwidth_bytes_per_s",
               "message_bytes", "produce_rate_msgs_per_s", "brokers"):
         assert k in summary["params"], k
+    # The whole host's CPU once a second over the load, and the saturation rule (bench/check/host.py)
+    # on the run's load window and on the move's.
+    host = summary["host"]
+    assert host["source"] == "host_sample" and host["samples"] >= 5 and 0 < host["busy_mean_pct"] <= 100
+    assert host["saturated"] is (host["busy_mean_pct"] > host["threshold_pct"] == 90)
+    assert host["busy_mean_pct"] <= host["busy_peak_pct"] and host["samples_over_threshold"] <= host["samples"]
+    assert move["host_saturated"] is None or move["host_saturated"] is (move["host_busy_mean_pct"] > 90)
+    samples = [json.loads(d) for d in read_history(run_dir / "history.parquet").filter(
+        pc.equal(pc.field("event"), "host_sample"))["detail"].to_pylist()]
+    assert len(samples) == host["samples"] and all(0.9 < x["interval_s"] < 2 and x["cpus"] >= 1 for x in samples)
+    assert all(0 <= x["busy_pct"] <= 100 and 0 <= x["user_pct"] + x["system_pct"] <= 100.1 for x in samples)
 
 
 @pytest.mark.slow
@@ -246,6 +257,16 @@ def test_analyze_reproduces_summary(small_run):
     assert json.loads(dumps(analyze(run_dir))) == stored
     r = _bench("analyze", str(run_dir))
     assert r.returncode == 0 and "matches stored summary.json" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_list_shows_whether_the_host_was_saturated(small_run):
+    run_dir, summary = small_run
+    r = _bench("list", "--results", str(run_dir.parent.parent))
+    row = next(line for line in r.stdout.splitlines() if str(summary["run_id"]) in line)
+    want = {True: "yes", False: "no", None: "unknown"}[summary["host"]["saturated"]]
+    assert row.split("│")[6].strip().startswith(f"{want} ("), r.stdout
+    assert "host saturated: a window is saturated when the host's mean CPU busy share" in r.stdout
 
 
 @pytest.mark.slow

@@ -81,9 +81,22 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
         cons = [x for x in tables.get("consumers", []) if x["run_key"] in keys and x["action"] in MOVE_ACTIONS]
         for name in CONSUMER_FIGURES:
             row.update(_spread_cols(name, (x[name] for x in cons)))
+        row.update(host_counts(run_rows, mv))
         out.append(row)
     return out
 
+
+
+def host_counts(run_rows: list[dict[str, Any]], moves: list[dict[str, Any]]) -> dict[str, int]:
+    """bench/check/host.py per configuration: its runs whose load window saturated the host, its
+    moves whose window did, its moves it could not tell (null), the host's mean busy share over
+    its runs' load windows and the runs' own processes' share of it (median, min, max over the
+    runs)."""
+    return {"runs_host_saturated": sum(1 for x in run_rows if x.get("host_saturated")),
+            "moves_host_saturated": sum(1 for m in moves if m.get("host_saturated")),
+            "moves_host_unknown": sum(1 for m in moves if m.get("host_saturated") is None),
+            **_spread_cols("load_host_busy_mean_pct", (x.get("host_busy_mean_pct") for x in run_rows)),
+            **_spread_cols("load_run_processes_pct", (x.get("host_run_processes_pct") for x in run_rows))}
 
 
 def _json_or_none(x: Any) -> str | None:

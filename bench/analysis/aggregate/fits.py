@@ -14,6 +14,7 @@ from typing import Any
 from bench.analysis import model as mdl
 from bench.analysis import rebalance
 from bench.analysis.aggregate.discovery import StoredRun
+from bench.check.host import SATURATED_BUSY_PCT
 from systems.registry import PROFILES
 
 
@@ -23,9 +24,39 @@ FIT_ACTIONS = ("reassign", "move_set")  # the measured moves the models rest on 
 def model_move(m: dict[str, Any]) -> bool:
     """A move the models may rest on: a single-partition reassign / move_set of a run without
     workload consumers (consumers' reads share the links a move crosses, which the models do not
-    describe)."""
+    describe), timed while the host was not saturated (bench/check/host.py: a saturated move
+    measured the host; an unknown one is kept, :func:`host_left_out` counts both)."""
+    return fit_kind(m) and not m.get("host_saturated")
+
+
+def fit_kind(m: dict[str, Any]) -> bool:
+    """The kind of move the models describe, whatever the host did (:func:`model_move` less the
+    host's saturation)."""
     return (m.get("action") in FIT_ACTIONS and (m.get("partitions_in_action") or 1) == 1
             and not m.get("with_consumers"))
+
+
+def host_left_out(moves: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per system, of the timed moves of the kind the models describe (:func:`fit_kind`):
+    ``saturated_left_out`` (the host was saturated: not in the models) and ``host_unknown_kept``
+    (too few host samples to tell, or a history from before them: kept)."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: {"saturated_left_out": 0, "host_unknown_kept": 0})
+    for m in moves:
+        if m.get("move_seconds") is None or m.get("partition_bytes") is None or not fit_kind(m):
+            continue
+        if m.get("host_saturated"):
+            out[m["system"]]["saturated_left_out"] += 1
+        elif m.get("host_saturated") is None:
+            out[m["system"]]["host_unknown_kept"] += 1
+    return dict(out)
+
+
+def host_note(counts: dict[str, int] | None) -> str:
+    """"n saturated moves left out" (and the unknown ones kept), for the model's notes and rows."""
+    c = counts or {}
+    sat, unk = c.get("saturated_left_out", 0), c.get("host_unknown_kept", 0)
+    return (f"{sat} saturated move{'s' * (sat != 1)} left out (host CPU > {SATURATED_BUSY_PCT:g} %)"
+            + (f"; {unk} with the host unknown kept" if unk else ""))
 
 
 
@@ -98,17 +129,23 @@ def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = ()
     models: dict[str, mdl.MoveModel] = {}
     notes: dict[str, str] = {}
     validation: list[dict[str, Any]] = []
+    left_out = host_left_out(moves)
     for system in PROFILES:
         if not any(p.system == system for p in pts):
+            if left_out.get(system, {}).get("saturated_left_out"):  # every move it had was saturated
+                notes[system] = f"no move to fit on: {host_note(left_out[system])}"
             continue
         mine = [p for p in pts if p.system == system]
         validation.extend(mdl.validate(mine, system, open_points=mine))
         try:
             models[system] = projection_model(pts, validation, system)
         except ValueError as exc:
-            notes[system] = str(exc)
+            left = left_out.get(system, {})
+            notes[system] = str(exc) + (f" ({host_note(left)})" if any(left.values()) else "")
+    fit_rows = [{**m.to_row(), **{"saturated_left_out": 0, "host_unknown_kept": 0, **left_out.get(s, {})},
+                 "host_note": host_note(left_out.get(s))} for s, m in models.items()]
     return ({"models": models, "notes": notes, "validation": validation},
-            {"model_fit": [m.to_row() for m in models.values()], "model_validation": validation_rows(validation)})
+            {"model_fit": fit_rows, "model_validation": validation_rows(validation)})
 
 
 REBALANCE_MIN_MOVES = 2  # an action moving at least this many partitions is a rebalance to simulate
@@ -207,5 +244,6 @@ def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["FIT_ACTIONS", "ack_lags", "fit_models", "handover_seconds", "model_move", "move_points",
+__all__ = ["FIT_ACTIONS", "ack_lags", "fit_kind", "fit_models", "handover_seconds", "host_left_out", "host_note",
+           "model_move", "move_points",
            "projection_model", "rebalance_checks", "validation_rows"]

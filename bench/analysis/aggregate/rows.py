@@ -282,6 +282,7 @@ def run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
             "bytes_moved": sum(bm) if bm else None,
             "valid": verdict(checks.get("valid", "unknown")),
             "failed_checks": ",".join(failed) if isinstance(failed, list) else None,
+            **host_columns(r.summary),
         }
         for name in SAFETY_CHECKS:
             c = checks.get(name)
@@ -294,8 +295,16 @@ def run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
     return rows
 
 
+def host_columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """The runs table's host columns from summary.json's ``host`` (bench/check/host.py)."""
+    h = summary.get("host") if isinstance(summary.get("host"), dict) else {}
+    return {"host_busy_mean_pct": h.get("busy_mean_pct"), "host_busy_peak_pct": h.get("busy_peak_pct"),
+            "host_saturated": h.get("saturated"), "host_source": h.get("source"),
+            "host_run_processes_pct": h.get("run_processes_pct")}
+
+
 def _med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-__all__ = ["consumer_rows", "link_rows", "move_link_rows", "move_rows", "outage_rows", "run_rows", "tail_from_phases"]
+__all__ = ["consumer_rows", "host_columns", "link_rows", "move_link_rows", "move_rows", "outage_rows", "run_rows", "tail_from_phases"]

@@ -62,6 +62,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("lost_count", I64), ("duplicated_count", I64), ("reordered_count", I64), ("unexpected_count", I64),
         ("lost_prefill_count", I64),
         ("timeline_t0", F64), ("timeline_bin_s", F64),
+        # summary.json's host: the host's CPU over the load window (bench/check/host.py; null: unknown)
+        ("host_busy_mean_pct", F64), ("host_busy_peak_pct", F64), ("host_saturated", BOOL), ("host_source", STR),
+        ("host_run_processes_pct", F64),  # of the host's CPU, the run's own processes' share
     ],
     "moves": [
         ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("action", STR),
@@ -152,6 +155,12 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("during_p99_ms", F64), ("before_p99_ms", F64),
         ("lost_count", I64), ("duplicated_count", I64),
         *[(f"valid_{v}", I64) for v in VERDICTS],
+        # bench/check/host.py: runs whose load window and moves whose window saturated the host,
+        # moves it could not tell (the moves' host figures: host_busy_*_pct_median|min|max above)
+        ("runs_host_saturated", I64), ("moves_host_saturated", I64), ("moves_host_unknown", I64),
+        ("load_host_busy_mean_pct_median", F64), ("load_host_busy_mean_pct_min", F64),
+        ("load_host_busy_mean_pct_max", F64), ("load_run_processes_pct_median", F64),
+        ("load_run_processes_pct_min", F64), ("load_run_processes_pct_max", F64),
     ],
     "model_fit": [
         ("system", STR), ("family", STR), ("formula", STR), ("fixed_s", F64), ("fixed_se", F64),
@@ -159,6 +168,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("open_per_object_s", F64), ("open_per_object_se", F64), ("open_objects_max", F64), ("open_n", I64),
         ("r2", F64), ("rmse_s", F64), ("n", I64), ("runs", STR), ("assumptions", STR),
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
+        # the moves of its kind left out because the host was saturated, and those kept unknown
+        # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words
+        ("saturated_left_out", I64), ("host_unknown_kept", I64), ("host_note", STR),
     ],
     # One row per held-out check (bench.analysis.model.validate; axis "rebalance": the cluster
     # simulation against a measured multi-partition run).
