@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.check.safety import verdict
+from bench.check.summary import load_cpu_s_per_1000
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = ROOT / "docs" / "measurements"
@@ -118,15 +119,6 @@ def provenance_facts(s: dict[str, Any]) -> dict[str, Any]:
             "links_emulated": (s.get("params") or {}).get("link_rate") is not None}
 
 
-def load_cpu_per_1000(s: dict[str, Any]) -> float | None:
-    """CPU seconds the load process spent per 1,000 acked messages: its mean CPU over the load
-    (``cpu.load``, % of one core) times the load's length, over the acked messages."""
-    p, cpu = s.get("producer") or {}, (s.get("cpu") or {}).get("load")
-    if not (_num(cpu) and _num(p.get("load_seconds")) and p.get("acked")):
-        return None
-    return cpu / 100 * p["load_seconds"] / p["acked"] * 1000
-
-
 def _median(xs: list[Any]) -> float | None:
     xs = [x for x in xs if _num(x)]
     return statistics.median(xs) if xs else None
@@ -156,7 +148,7 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         "acked": (s.get("producer") or {}).get("acked"),
         "acked_msgs_per_s": (s.get("producer") or {}).get("rate_msgs_per_s"),
         "load_cpu_percent": (s.get("cpu") or {}).get("load"),
-        "load_cpu_s_per_1000_msgs": load_cpu_per_1000(s),
+        "load_cpu_s_per_1000_msgs": load_cpu_s_per_1000(s.get("cpu"), s.get("producer")),
         # consumer groups during the moves (summary.json's consumers; bench/check/consumers.py)
         "e2e_p99_during_move_ms": max((x for a in cons if _num(x := ((a.get("end_to_end_ms") or {})
                                                                    .get("during") or {}).get("p99_ms"))), default=None),

@@ -123,9 +123,9 @@ class Index:
         n = len(buf) // _IDX.size
         self.bases, self.lasts, self.pos, self.max_ts = [], [], [], []
         for i in range(n):
-            b, l, p, t = _IDX.unpack_from(buf, i * _IDX.size)
+            b, last, p, t = _IDX.unpack_from(buf, i * _IDX.size)
             self.bases.append(b)
-            self.lasts.append(l)
+            self.lasts.append(last)
             self.pos.append(p)
             self.max_ts.append(t)
         self.total = 0

@@ -41,7 +41,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import NewTopic
 
-from bench.report.blocks import load_cpu_per_1000
 from bench.run.cluster import Cluster
 from bench.run.load import prefill
 from tests.benchmarks.runs import CLOCK, MiB, moves_of, round_robin
@@ -241,12 +240,12 @@ def test_gate_shared_move(benchmark, gate_run, gate_set):
 def test_gate_load_cpu(benchmark, gate_run, gate_set, system):
     run = gate_run(system, gate_set)
     moves_of(run)  # the run completed and passed its checks
-    own = load_cpu_per_1000(run[1])  # the load process's CPU (summary ``cpu.load``) x load time / acked
+    own = run[1]["producer"]["load_cpu_s_per_1000_msgs"]  # the load process's CPU over its acked rate
     assert own is not None, run[0]
     CLOCK.rounds(benchmark, [own])
     benchmark.extra_info.update(load=LOAD, load_cpu_seconds_per_1000_msgs=round(own, 4))
     if system != "replication":
-        copy = load_cpu_per_1000(gate_run("replication", gate_set)[1])
+        copy = gate_run("replication", gate_set)[1]["producer"]["load_cpu_s_per_1000_msgs"]
         benchmark.extra_info.update(over_replication=round(own / copy, 3))
         # The load generator's cost per message must not depend on the system under test
         # (issue 12's target: within 1.5x of its cost against the copy system).

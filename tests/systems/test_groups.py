@@ -490,19 +490,19 @@ def test_bad_group_requests(cluster):
     assert hb(group, mid, gen) == 0
     assert hb(group, mid, gen + 1) == ILLEGAL_GENERATION
     assert hb(group, "nobody", gen) == UNKNOWN_MEMBER_ID
-    O = OffsetCommitRequest
-    commit = c.request(O[8](group_id=group, generation_id_or_member_epoch=gen, member_id=mid, group_instance_id=None,
-                            topics=[O.OffsetCommitRequestTopic(name="no-such-topic", partitions=[
-                                O.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+    OC = OffsetCommitRequest
+    commit = c.request(OC[8](group_id=group, generation_id_or_member_epoch=gen, member_id=mid, group_instance_id=None,
+                            topics=[OC.OffsetCommitRequestTopic(name="no-such-topic", partitions=[
+                                OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                                     partition_index=0, committed_offset=5, committed_leader_epoch=-1,
                                     committed_metadata="")])]), OffsetCommitResponse)
     assert commit.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     # A commit with a generation for a group the coordinator does not know: a stale member.
     none = _name("grp-none")
     nc = _conn(cluster, _coordinator(cluster, none, ids))
-    stale = nc.request(O[8](group_id=none, generation_id_or_member_epoch=4, member_id="x", group_instance_id=None,
-                            topics=[O.OffsetCommitRequestTopic(name=topic, partitions=[
-                                O.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+    stale = nc.request(OC[8](group_id=none, generation_id_or_member_epoch=4, member_id="x", group_instance_id=None,
+                            topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[
+                                OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                                     partition_index=0, committed_offset=1, committed_leader_epoch=-1,
                                     committed_metadata="")])]), OffsetCommitResponse)
     assert stale.topics[0].partitions[0].error_code == ILLEGAL_GENERATION

@@ -26,7 +26,7 @@ def _summary(run_id: str, move_s: float, *, rep: int | None, new: bool = True, v
         "checks": {"valid": valid, "latency": {"actions": [{"action_id": 0, "all": {"during": {"p99_ms": 40.0 + rep}}}]}},
         "moves": [{"action_id": 0, "move_seconds": move_s, "partition_bytes": 1000, "bytes_moved_inter_broker": 1200,
                    "bytes_moved_objstore": 0, "unavailable_seconds": 0.1}],
-        "producer": {"acked": 2000, "load_seconds": 20.0, "latency_ms": {"p99": 12.0}},
+        "producer": {"acked": 2000, "load_seconds": 20.0, "rate_msgs_per_s": 100.0, "latency_ms": {"p99": 12.0}},
         "outages": [],
         "cpu": {"load": 10.0},
     }
