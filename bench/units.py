@@ -1,13 +1,10 @@
 """Byte sizes, read and written the same way everywhere: scenario files and overrides
 (``parse_bytes``), run summaries, tables and figures (``format_bytes``); link rates; and the one
-number format of tables and labels (``fmt_num``); the small reductions over values that may be
-unknown (``is_number``, ``median_known``, ``sum_known``)."""
+number format of tables and labels (``fmt_num``)."""
 from __future__ import annotations
 
 import math
 import re
-import statistics
-from collections.abc import Iterable
 from fractions import Fraction
 from numbers import Real
 from typing import Any
@@ -115,20 +112,3 @@ def fmt_num(x: Any) -> str:
 
 
 __all__ = ["MISSING", "fmt_num", "format_bytes", "parse_bytes", "rate_bits"]
-
-
-def is_number(x: Any) -> bool:
-    """An int or a float (not a bool, not None)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def median_known(xs: Iterable[Any]) -> float | None:
-    """The median of the numbers among xs; None when there are none."""
-    known = [x for x in xs if is_number(x)]
-    return statistics.median(known) if known else None
-
-
-def sum_known(xs: Iterable[Any]) -> Any:
-    """The sum of the known values among xs; None when there is nothing or only unknowns."""
-    known = [x for x in xs if x is not None]
-    return sum(known) if known else None

@@ -102,12 +102,6 @@ _user_seq = iter(range(1 << 30))
 _active: list["KafkaConsumerUser"] = []
 
 
-def active_users() -> list["KafkaConsumerUser"]:
-    """The consumer users running in this process (the harness's consumer process reads their
-    positions and stops them)."""
-    return list(_active)
-
-
 class KafkaConsumerUser(User):
     """One consumer: ``consume(timeout=0)`` on gevent (never a blocking call), records every
     message, stores its offset once recorded.

@@ -23,12 +23,10 @@ from bench.history.names import (
     broker_node,
 )
 from bench.check.view import (
-    EXAMPLES, Action, HistoryView, as_view, hashable, isin_sorted, merge_valid, tp_key, tp_name,
-    tp_of,
+    EXAMPLES, NEG_INF, Action, HistoryView, as_view, hashable, isin_sorted, merge_valid, sorted_runs, tp_key, tp_name,
+    tp_of, uniq,
 )
-from bench.check.windows import (
-    fault_window, latency_windows, longest_gap, move_markers, partition_gaps, unavailable_windows,
-)
+from bench.check.windows import fault_window, latency_windows, longest_gap, move_markers, unavailable_windows
 from bench.scenario import MOVE_ACTIONS
 
 
@@ -205,6 +203,27 @@ def _intish(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
+def _partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
+    """Longest no-ack interval within [w0, w1] for every partition that had a send.
+    Vectorised over all partitions. -> (tp keys, gaps)."""
+    send_keys = uniq(tp_key(v.s_topic, v.s_part))
+    send_keys = send_keys[send_keys >= 0]
+    a = v.acked
+    m = (a["ack"] >= w0) & (a["ack"] <= w1) & (a["key"] >= 0)
+    k, ack = a["key"][m], a["ack"][m]
+    gaps = np.full(send_keys.size, w1 - w0)  # no ack at all in the window: the whole window
+    if k.size:
+        uk, start, _ = sorted_runs(k)  # acked sends are sorted by key
+        end = np.concatenate([start[1:], [k.size]]) - 1
+        d = np.diff(ack)
+        if d.size:
+            d = np.where(k[1:] == k[:-1], d, NEG_INF)
+        inner = np.maximum.reduceat(np.concatenate([d, [NEG_INF]]), start)
+        g = np.maximum(np.maximum(ack[start] - w0, w1 - ack[end]), inner)
+        gaps[np.searchsorted(send_keys, uk)] = g
+    return send_keys, gaps
+
+
 def outage_of(start: float, windows: list[dict[str, Any]]) -> dict[str, Any]:
     """One fault's figures from its per-partition windows (``{topic, partition,
     unavailable_seconds, recovery_ts, recovered_by, [new_leader], first_ack_ts}``): the worst
@@ -342,7 +361,7 @@ def check_unavailable_seconds(history: pa.Table | HistoryView, scenario: Any = N
         windows.append({"action_id": w.action.action_id, "action": w.action.kind, "topic": w.topic,
                         "partition": w.partition, "window": [w.start, w.end], "unavailable_seconds": gap,
                         "gap": [g0, g1], "end_known": w.action.end is not None})
-    keys, gaps = partition_gaps(v, v.load_start, v.load_end)
+    keys, gaps = _partition_gaps(v, v.load_start, v.load_end)
     order = np.argsort(-gaps, kind="stable")[:EXAMPLES]
     worst = [{"topic": v.topics[int(keys[i]) >> 32], "partition": int(keys[i]) & 0xFFFFFFFF,
               "unavailable_seconds": float(gaps[i])} for i in order]

@@ -118,10 +118,9 @@ from bench.history.names import (
 from bench.check.view import hashable, tp_of
 from bench.history.names import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
+from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
 from bench.scenario.scale import scale_check
-from bench.units import format_bytes as _fmt_bytes
-from bench.units import sum_known
 from workloads.messages import PRODUCER_ACKS
 
 
@@ -259,9 +258,7 @@ def _first_detail(v: HistoryView, name: str) -> dict[str, Any]:
 
 
 def _acked_bytes_before(table: pa.Table, topic: str, partition: int, ts: float) -> int:
-    """Bytes of the partition's sends acked before ts (an ack at ts is the next window's, as in
-    :func:`_acked_bytes_between` and the Spark job's ``produced_before``)."""
-    return _acked_bytes(table, topic, partition, pc.less(table["ack_ts"], ts))
+    return _acked_bytes(table, topic, partition, pc.less_equal(table["ack_ts"], ts))
 
 
 def _acked_bytes_between(table: pa.Table, topic: str, partition: int, lo: float, hi: float) -> int:
@@ -339,6 +336,12 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
         })
     return out
+
+
+def _sum_known(xs: list[Any]) -> Any:
+    """The sum, or None when there is nothing or only unknowns to sum."""
+    known = [x for x in xs if x is not None]
+    return sum(known) if known else None
 
 
 def protocol_view(v: HistoryView, aid: Any, tp: tuple[str, int], req: float | None, src: list[int] | None,
@@ -710,8 +713,8 @@ def comparison_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[dict[st
             "partition_bytes": max((m.get("partition_bytes") or 0 for m in moves), default=None)
             if moves else p.get("prefill_bytes_per_partition"),
             "move_seconds": max((m["move_seconds"] for m in moves if m.get("move_seconds") is not None), default=None),
-            "bytes_inter_broker": sum_known([m.get("bytes_moved_inter_broker") for m in moves]),
-            "bytes_objstore": sum_known([m.get("bytes_moved_objstore") for m in moves]),
+            "bytes_inter_broker": _sum_known([m.get("bytes_moved_inter_broker") for m in moves]),
+            "bytes_objstore": _sum_known([m.get("bytes_moved_objstore") for m in moves]),
             "unavailable_seconds": max([m["unavailable_seconds"] for m in moves if m.get("unavailable_seconds") is not None]
                                        + [o["unavailable_seconds"] for o in outs
                                           if o.get("unavailable_seconds") is not None], default=None),

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.check.view import NEG_INF, Action, HistoryView, hashable, sorted_runs, tp_key, tp_of, uniq
+from bench.check.view import Action, HistoryView, hashable, tp_key, tp_of, uniq
 from bench.history.names import EVENT_LEADER_CHANGE, EVENT_MOVE_COMPLETE, SOURCE_CLIENT
 from bench.scenario import FAULT_RECOVERY, MOVE_ACTIONS, RECOVERY_ACTIONS
 
@@ -166,28 +166,6 @@ def longest_gap(ts: np.ndarray, w0: float, w1: float) -> tuple[float, float, flo
     return float(d[i]), float(pts[i]), float(pts[i + 1])
 
 
-def partition_gaps(v: HistoryView, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`longest_gap` of every partition that had a send, over its acks in [w0, w1] (the
-    window's edges count as boundaries; no ack: the whole window), vectorised over all partitions
-    at once for a run's worst partitions. -> (tp keys, gaps)."""
-    send_keys = uniq(tp_key(v.s_topic, v.s_part))
-    send_keys = send_keys[send_keys >= 0]
-    a = v.acked
-    m = (a["ack"] >= w0) & (a["ack"] <= w1) & (a["key"] >= 0)
-    k, ack = a["key"][m], a["ack"][m]
-    gaps = np.full(send_keys.size, w1 - w0)  # no ack at all in the window: the whole window
-    if k.size:
-        uk, start, _ = sorted_runs(k)  # acked sends are sorted by key
-        end = np.concatenate([start[1:], [k.size]]) - 1
-        d = np.diff(ack)
-        if d.size:
-            d = np.where(k[1:] == k[:-1], d, NEG_INF)
-        inner = np.maximum.reduceat(np.concatenate([d, [NEG_INF]]), start)
-        g = np.maximum(np.maximum(ack[start] - w0, w1 - ack[end]), inner)
-        gaps[np.searchsorted(send_keys, uk)] = g
-    return send_keys, gaps
-
-
 def fault_windows(v: HistoryView, a: Action, leader_changes: list) -> list[dict[str, Any]]:
     """The outage windows of one fault action, one per affected partition (:func:`fault_window`)."""
     return [fault_window(v, w) for w in windows_of(v, a, v.load_start, v.load_end, leader_changes)]
@@ -248,6 +226,6 @@ def move_candidates(v: HistoryView) -> list[MoveCandidate]:
 
 __all__ = [
     "PHASES", "UNAVAILABLE_POST_S", "UNAVAILABLE_PRE_S", "MoveCandidate", "UnavailableWindow", "fault_recoveries",
-    "fault_window", "fault_window_end", "fault_windows", "first_ack_at_or_after", "latency_windows", "longest_gap",
-    "move_candidates", "move_markers", "partition_gaps", "unavailable_windows", "window_end", "window_start", "windows_of",
+    "fault_window", "fault_window_end", "fault_windows", "first_ack_at_or_after", "latency_windows", "longest_gap", "move_candidates",
+    "move_markers", "unavailable_windows", "window_end", "window_start", "windows_of",
 ]

@@ -5,9 +5,51 @@ import argparse
 import sys
 
 from bench.cli import cluster as cluster_cli
-from bench.cli import analysis, figures, objstore, reassign, soak
+from bench.cli import figures, objstore, reassign, soak
 from bench.cli import runs as run_cli
 from bench.run.cluster import ClusterError
+
+
+def cmd_aggregate(args) -> int:
+    """Spark aggregation of run directories (bench/analysis/aggregate/), and its summary.md
+    (bench/report/summary.py)."""
+    from bench.analysis.aggregate import AggregateError, aggregate
+    from bench.report.summary import write_summary
+
+    roots = args.results or ["results"]
+    try:
+        res = aggregate(roots, args.out, master=args.spark_master, quantiles=args.quantiles)
+    except AggregateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    write_summary(res)
+    for w in res.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    moves = sum(1 for m in res.tables["moves"] if m["move_seconds"] is not None)
+    print(f"aggregated {len(res.runs)} run(s), {moves} measured move(s) in {res.timings['total_s']:.1f} s")
+    checks = res.models.get("validation") or []
+    if checks:
+        print("held-out checks: " + ", ".join(f"{s} {n}" for s, n in sorted(
+            {s: sum(1 for v in checks if v["status"] == s) for s in ("ok", "failed", "insufficient")}.items())))
+    for h in (res.models.get("projection") or {}).get("headline", []):
+        what = (f"{h['value_text']} (held-out error <= {h['error_pct']:.1f} %)" if h["status"] == "validated"
+                else f"not validated: {h['reason']}")
+        print(f"  {h['case']}, {h['system']} @ {h['link_gbit_s']:g} Gbit/s: {what}")
+    print(f"tables, model.json and summary.md in {res.out_dir}/")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """HTML + Markdown report from the aggregate tables (bench/report/)."""
+    from bench.report import ReportError, build_report
+
+    try:
+        out = build_report(args.aggregate, args.out)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"report: {out['html']}  (Markdown twin: {out['markdown']}, figures: {out['figures']}/)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster_cli.add_parser(sub)
 
-    analysis.add_parsers(sub)
+    ag = sub.add_parser("aggregate", help="Spark aggregation of run directories, models, TB projection")
+    ag.add_argument("results", nargs="*", metavar="RESULTS_DIR",
+                    help="run directories or roots to search for them (default: results)")
+    ag.add_argument("--spark-master", default=None, metavar="URL", help="Spark master (default: local[*])")
+    ag.add_argument("--out", default="results/aggregate", help="output directory (default: results/aggregate)")
+    ag.add_argument("--quantiles", choices=["exact", "approx"], default="exact",
+                    help="exact: Spark percentile (default); approx: percentile_approx, accuracy 100000")
+    ag.set_defaults(func=cmd_aggregate)
+
+    rp = sub.add_parser("report", help="HTML + Markdown comparison report from the aggregate")
+    rp.add_argument("--aggregate", default="results/aggregate", help="aggregate directory (default: results/aggregate)")
+    rp.add_argument("--out", default="results/report", help="output directory (default: results/report)")
+    rp.set_defaults(func=cmd_report)
+
     reassign.add_parser(sub)
     run_cli.add_parsers(sub)
     soak.add_parser(sub)

@@ -39,7 +39,6 @@ from typing import Any
 
 from bench.check.safety import verdict
 from bench.check.summary import load_cpu_s_per_1000
-from bench.units import is_number, median_known
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = ROOT / "docs" / "measurements"
@@ -58,8 +57,12 @@ def block_files(root: Path = ROOT) -> list[Path]:
     return [f for f in candidates if f.is_file() and BLOCK.search(f.read_text(encoding="utf-8"))]
 
 
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _spread(xs: Iterable[Any]) -> dict[str, Any] | None:
-    xs = [float(x) for x in xs if is_number(x)]
+    xs = [float(x) for x in xs if _num(x)]
     if not xs:
         return None
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
@@ -116,6 +119,11 @@ def provenance_facts(s: dict[str, Any]) -> dict[str, Any]:
             "links_emulated": (s.get("params") or {}).get("link_rate") is not None}
 
 
+def _median(xs: list[Any]) -> float | None:
+    xs = [x for x in xs if _num(x)]
+    return statistics.median(xs) if xs else None
+
+
 def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     """The figures of one run that the README quotes (None where the run has none)."""
     moves = s.get("moves") or []
@@ -126,26 +134,26 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     move_ids = {m.get("action_id") for m in moves}
     cons = [a for a in ((s.get("consumers") or {}).get("actions") or []) if a.get("action_id") in move_ids]
     return {
-        "move_seconds": median_known([m.get("move_seconds") for m in moves]),
-        "partition_bytes": median_known([m.get("partition_bytes") for m in moves]),
+        "move_seconds": _median([m.get("move_seconds") for m in moves]),
+        "partition_bytes": _median([m.get("partition_bytes") for m in moves]),
         # what the leader told a new replica to copy (tiered storage: the local tail; else null)
-        "copy_bytes_at_request": median_known([m.get("copy_bytes_at_request") for m in moves]),
-        "bytes_moved": median_known(moved),
-        "unavailable_seconds": max((m["unavailable_seconds"] for m in moves if is_number(m.get("unavailable_seconds"))),
+        "copy_bytes_at_request": _median([m.get("copy_bytes_at_request") for m in moves]),
+        "bytes_moved": _median(moved),
+        "unavailable_seconds": max((m["unavailable_seconds"] for m in moves if _num(m.get("unavailable_seconds"))),
                                    default=None),
-        "p99_during_move_ms": max((x for x in during if is_number(x)), default=None),
+        "p99_during_move_ms": max((x for x in during if _num(x)), default=None),
         "outage_seconds": max((o["unavailable_seconds"] for o in s.get("outages") or []
-                               if is_number(o.get("unavailable_seconds"))), default=None),
+                               if _num(o.get("unavailable_seconds"))), default=None),
         "produce_p99_ms": ((s.get("producer") or {}).get("latency_ms") or {}).get("p99"),
         "acked": (s.get("producer") or {}).get("acked"),
         "acked_msgs_per_s": (s.get("producer") or {}).get("rate_msgs_per_s"),
         "load_cpu_percent": (s.get("cpu") or {}).get("load"),
         "load_cpu_s_per_1000_msgs": load_cpu_s_per_1000(s.get("cpu"), s.get("producer")),
         # consumer groups during the moves (summary.json's consumers; bench/check/consumers.py)
-        "e2e_p99_during_move_ms": max((x for a in cons if is_number(x := ((a.get("end_to_end_ms") or {})
+        "e2e_p99_during_move_ms": max((x for a in cons if _num(x := ((a.get("end_to_end_ms") or {})
                                                                    .get("during") or {}).get("p99_ms"))), default=None),
-        "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if is_number(a.get("gap_seconds"))), default=None),
-        "catch_up_during_move_bytes_per_s": median_known([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
+        "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if _num(a.get("gap_seconds"))), default=None),
+        "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
     }
 
 
@@ -179,7 +187,7 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     for k, v in d.items():
         if isinstance(v, dict):
             out.update(_flat(v, f"{prefix}{k}."))
-        elif is_number(v) or isinstance(v, str):
+        elif _num(v) or isinstance(v, str):
             out[f"{prefix}{k}"] = v
     return out
 
@@ -284,7 +292,7 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
 def fmt(x: Any) -> str:
     """A figure for a reader: three significant digits (all digits from 100 up), thousands
     separated, never exponent notation."""
-    if not is_number(x):
+    if not _num(x):
         return "-"
     a = abs(x)
     if a >= 100 or a == 0 or isinstance(x, int):
@@ -302,7 +310,7 @@ def _cell(sp: dict[str, Any] | None, scale: float = 1.0) -> str:
 
 def _machine(m: dict[str, Any]) -> str:
     parts = [f"{m['cpus']} cores" if m.get("cpus") else None, m.get("cpu"),
-             f"{m['mem_gib']:.1f} GiB" if is_number(m.get("mem_gib")) else None,
+             f"{m['mem_gib']:.1f} GiB" if _num(m.get("mem_gib")) else None,
              f"kernel {m['kernel']}" if m.get("kernel") else None,
              f"Python {m['python']}" if m.get("python") else None]
     return ", ".join(x for x in parts if x) or "unknown"
@@ -362,7 +370,7 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
         shown = [kv for kv in str(c.get("config_id") or "").split("__")[1:]
                  if not kv.startswith(("system.kind=", "prefill.bytes_per_partition="))]
         scenario = f"{c['scenario']} ({', '.join(shown)})" if shown else c["scenario"]
-        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if is_number(pre) else '-'} | "
+        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) else '-'} | "
                      f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | " + " | ".join(cells) + " |")
         provs += [r["provenance"] for r in c["runs"]]
     n = sum(len(c["runs"]) for c in configs)
@@ -376,7 +384,7 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
 def render_benchmark(name: str, e: dict[str, Any]) -> str:
     lines = ["| benchmark | median | min-max | rounds | extra_info |", "|---|---:|---|---:|---|"]
     for b in e["benchmarks"]:
-        extra = ", ".join(f"{k} {fmt(v) if is_number(v) else v}" for k, v in b["extra_info"].items())
+        extra = ", ".join(f"{k} {fmt(v) if _num(v) else v}" for k, v in b["extra_info"].items())
         lines.append(f"| `{b['name']}` | {fmt(b['median'])} | {fmt(b['min'])}-{fmt(b['max'])} | {b['rounds']} | "
                      f"{extra} |")
     return "\n".join(lines + [
@@ -387,20 +395,20 @@ def render_benchmark(name: str, e: dict[str, Any]) -> str:
 
 
 def _pct(x: Any) -> str:
-    return "-" if not is_number(x) else f"{x:+.1f} %"
+    return "-" if not _num(x) else f"{x:+.1f} %"
 
 
 def render_model(name: str, e: dict[str, Any]) -> str:
     lines = ["| case | system | link | projection | held-out error | checks it rests on |", "|---|---|---:|---|---:|---|"]
     for h in e["headline"]:
         value = h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}"
-        err = "-" if not is_number(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
+        err = "-" if not _num(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
         lines.append(f"| {h['case']} | {h['system']} | {h['link_gbit_s']:g} Gbit/s | {value} | {err} | "
                      f"{', '.join(h.get('validations') or []) or '-'} |")
     lines += ["", "| system | check | held out | status | measured s | predicted s | error | target | fitted on |",
               "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for c in e["checks"]:
-        target = "-" if not is_number(c["target_pct"]) else "±" + fmt(c["target_pct"]) + " %"
+        target = "-" if not _num(c["target_pct"]) else "±" + fmt(c["target_pct"]) + " %"
         lines.append(f"| {c['system']} | {c['axis']} | {c.get('label') or '-'} | {c['status']} | {fmt(c['measured_s'])} | "
                      f"{fmt(c['predicted_s'])} | {_pct(c['error_pct'])} | {target} | {c.get('n_train') or 0} moves |")
     models = "; ".join(f"{m['system']}: {m['formula']} (n = {m['n']})" for m in e["models"])
@@ -420,7 +428,7 @@ def render_crosscheck(name: str, e: dict[str, Any]) -> str:
         v = r.get(key)
         if not v:
             return "-"
-        ratio = f" (x{fmt(v['ratio'])})" if is_number(v.get("ratio")) else ""
+        ratio = f" (x{fmt(v['ratio'])})" if _num(v.get("ratio")) else ""
         return f"{fmt(v['built_in'])} / {fmt(v['as_external'])}{ratio}"
 
     for r in e["rows"]:

@@ -25,7 +25,6 @@ from bench.check.safety import verdict, verdict_counts
 from bench.report.format import commit_label
 from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
 from bench.scenario.actions import SPECS
-from bench.units import is_number
 from systems.registry import NAMES as SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +61,10 @@ def find_runs(roots: Iterable[Path | str], names: set[str]) -> list[tuple[Path, 
     return runs
 
 
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _shown(d: Path) -> str:
     """A run directory as the doc names it: relative to the repository when inside it."""
     d = d.resolve()
@@ -70,7 +73,7 @@ def _shown(d: Path) -> str:
 
 def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
     checks = s.get("checks") or {}
-    outs = [o for o in s.get("outages") or [] if is_number(o.get("unavailable_seconds"))]
+    outs = [o for o in s.get("outages") or [] if _num(o.get("unavailable_seconds"))]
     worst = max(outs, key=lambda o: o["unavailable_seconds"], default=None)
     moves = s.get("moves") or []
     return {
@@ -87,8 +90,8 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
         "recovery_seconds": worst.get("recovery_seconds") if worst else None,
         "first_ack_seconds": worst.get("first_ack_seconds") if worst else None,
         "mid_move": any(o.get("during_moves") for o in s.get("outages") or []),
-        "move_seconds": max((m["move_seconds"] for m in moves if is_number(m.get("move_seconds"))), default=None)
-        if moves and all(is_number(m.get("move_seconds")) for m in moves) else None,
+        "move_seconds": max((m["move_seconds"] for m in moves if _num(m.get("move_seconds"))), default=None)
+        if moves and all(_num(m.get("move_seconds")) for m in moves) else None,
         "moves": len(moves),
     }
 
@@ -116,10 +119,10 @@ def _happened(facts: list[dict[str, Any]]) -> str:
     for by, k in how.most_common():
         mine = [f for f in facts if (f["recovered_by"] or "nothing") == by]
         text = f"recovered by {by}"
-        secs = [f["recovery_seconds"] for f in mine if is_number(f["recovery_seconds"])]
+        secs = [f["recovery_seconds"] for f in mine if _num(f["recovery_seconds"])]
         if secs:
             text += f" after {statistics.median(secs):.1f} s"
-        first = [f["first_ack_seconds"] for f in mine if is_number(f["first_ack_seconds"])]
+        first = [f["first_ack_seconds"] for f in mine if _num(f["first_ack_seconds"])]
         if first:
             text += f", first ack {statistics.median(first):.1f} s after the fault"
         parts.append(text + (f" ({k}/{n} runs)" if k < n else ""))

@@ -20,6 +20,7 @@ cannot see that the built-in one can is the brokers' own record of the leader ch
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,6 @@ from bench.history.names import POLL_INTERVAL_S
 from bench.run import runner
 from bench.run.external import THROTTLE_KEYS
 from bench.scenario import load_scenario, resolve_scenario, to_external
-from bench.units import median_known
 from systems.registry import LAUNCHED
 
 TOLERANCE = 0.10
@@ -70,6 +70,11 @@ def _measures(summary: dict[str, Any]) -> dict[str, Any]:
             "unavailable_seconds": max(outs) if outs and None not in outs else None}
 
 
+def _median(xs: list[Any]) -> float | None:
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    return statistics.median(xs) if xs else None
+
+
 def compare(builtin: list[dict], external: list[dict]) -> dict[str, Any]:
     """Per configuration (run id without repetition): verdicts and medians of both, and whether
     they agree."""
@@ -87,7 +92,7 @@ def compare(builtin: list[dict], external: list[dict]) -> dict[str, Any]:
                                "verdicts": [sorted({str(m["valid"]) for m in mb}), sorted({str(m["valid"]) for m in me})]}
         agree = row["verdicts"][0] == row["verdicts"][1] and bool(mb) and bool(me)
         for key in ("move_seconds", "unavailable_seconds"):
-            x, y = median_known([m[key] for m in mb]), median_known([m[key] for m in me])
+            x, y = _median([m[key] for m in mb]), _median([m[key] for m in me])
             if x is None and y is None:
                 continue
             ok = x is not None and y is not None and abs(y - x) <= max(TOLERANCE * x, POLL_INTERVAL_S)

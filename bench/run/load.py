@@ -467,7 +467,7 @@ def drive_consumers(spec: dict[str, Any]) -> int:
         start.setdefault(m["group"], {}).update({(t, int(p)): int(off) for t, p, off in m.get("start") or ()})
 
     def users() -> list:
-        return kc.active_users()
+        return list(kc._active)
 
     def orphaned() -> bool:
         return os.getppid() != parent or time.monotonic() > give_up

@@ -297,7 +297,7 @@ class Run:
             self._notify()
             tps = [(t, p) for t, p in sc.partitions() if t in sc.prefill_topics()]
             t0 = time.time()
-            with self.fast_links(when=sc.prefill.fast_links):
+            with self._fast_links(when=sc.prefill.fast_links):
                 res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
                               batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
                 self.prefilled = res
@@ -355,7 +355,7 @@ class Run:
         tps = sc.partitions()
         # Bounded; the whole partition is read back, so the bound grows with the prefill.
         timeout = 120.0 + len(tps) * sc.prefill.bytes_per_partition / VERIFY_MIN_BYTES_PER_S
-        with self.fast_links(settle=False):  # the cluster stops after it
+        with self._fast_links(settle=False):  # the cluster stops after it
             res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
                          group=f"verify-{self.run_id}"[:200], client=sc.system.client)
         for (t, p), r in res.items():
@@ -365,7 +365,7 @@ class Run:
         self._notify()
 
     @contextlib.contextmanager
-    def fast_links(self, settle: bool = True, when: bool = True):
+    def _fast_links(self, settle: bool = True, when: bool = True):
         """Prefill and verify lie outside the measurement: the nodes' links run at the client
         link's rate meanwhile (a shared broker's 100mbit link carries each prefill byte twice, to
         its WAL and in the upload: 6 MB/s), and are back at their own rates before the load."""

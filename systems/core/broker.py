@@ -124,10 +124,10 @@ class Broker:
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
-        self.register_apis()
+        self._register_apis()
 
     # -- lifecycle ----------------------------------------------------------
-    def register_apis(self) -> None:
+    def _register_apis(self) -> None:
         s = self.server
         s.register(MetadataRequest, 0, 12, self.handle_metadata)
         s.register(ProduceRequest, 3, 12, self.handle_produce)
@@ -241,7 +241,7 @@ class Broker:
                 changed.append((kind, old, rec))
             if changed:
                 try:
-                    self.apply_changes(changed)
+                    self._apply_changes(changed)
                 except Exception:
                     log.exception("applying metadata changes failed")
                 self._wake_offset_waiters()
@@ -266,7 +266,7 @@ class Broker:
         except asyncio.TimeoutError:
             log.warning("metadata offset %d not reached in %.0fs", offset, timeout)
 
-    def apply_changes(self, changed) -> None:
+    def _apply_changes(self, changed) -> None:
         touched: set[tuple[str, int]] = set()
         for kind, old, rec in changed:
             if kind in ("partition", "partition_change"):

@@ -96,7 +96,7 @@ class Controller:
         now = time.monotonic()
         self.last_seen: dict[int, float] = {b: now for b in self.image.brokers}
         self._new_records = asyncio.Event()
-        self.lock = asyncio.Lock()  # the metadata lock: extensions hold it while they read and append records
+        self._lock = asyncio.Lock()
         self.handlers = {
             "register_broker": self.register_broker,
             "heartbeat": self.heartbeat,
@@ -255,7 +255,7 @@ class Controller:
             await asyncio.sleep(0.1)
             timeout = self.config["broker.session.timeout.ms"] / 1000
             now = time.monotonic()
-            async with self.lock:
+            async with self._lock:
                 for b in list(self.image.brokers.values()):
                     if not b.fenced and now - self.last_seen.get(b.id, now) > timeout:
                         log.warning("fencing broker %d: no heartbeat for %.1fs", b.id, now - self.last_seen[b.id])
@@ -268,7 +268,7 @@ class Controller:
 
     # -- broker lifecycle ---------------------------------------------------
     async def register_broker(self, id: int, host: str, port: int, rack=None):
-        async with self.lock:
+        async with self._lock:
             old = self.image.brokers.get(id)
             recs = []
             if old is not None and not old.fenced:
@@ -293,7 +293,7 @@ class Controller:
             raise RpcError(f"stale broker epoch {epoch} for broker {id}", errors.STALE_BROKER_EPOCH)
         self.last_seen[id] = time.monotonic()
         if b.fenced and metadata_offset >= epoch:
-            async with self.lock:
+            async with self._lock:
                 if self.image.brokers[id].fenced and self.image.brokers[id].epoch == epoch:
                     self.commit([{"type": "unfence_broker", "id": id, "epoch": epoch}])
                     self.commit(self.on_broker_unfenced(id))
@@ -316,7 +316,7 @@ class Controller:
                             for b in sorted(self.image.brokers.values(), key=lambda b: b.id)]}
 
     async def alloc_producer_ids(self, broker_id: int):
-        async with self.lock:
+        async with self._lock:
             first = self.image.next_producer_id
             self.commit([{"type": "producer_ids", "broker": broker_id, "next": first + PRODUCER_ID_BLOCK}])
             return {"first": first, "count": PRODUCER_ID_BLOCK}
@@ -397,7 +397,7 @@ class Controller:
 
     async def create_topics(self, topics: list[dict], validate_only: bool = False):
         results = []
-        async with self.lock:
+        async with self._lock:
             for t in topics:
                 err = self._validate_topic(t)
                 plan = None
@@ -426,7 +426,7 @@ class Controller:
 
     async def delete_topics(self, names: list[str] | None = None, topic_ids: list[str] | None = None):
         results = []
-        async with self.lock:
+        async with self._lock:
             for name in names or []:
                 ti = self.image.topics.get(name)
                 if ti is None:
@@ -450,7 +450,7 @@ class Controller:
         Validation is common to all systems; execution belongs to the system's extension."""
         ext = next((e for e in self.extensions if type(e).reassign is not ControllerExtension.reassign), None)
         results = []
-        async with self.lock:
+        async with self._lock:
             for item in partitions:
                 topic, idx, target = item["topic"], item["partition"], item.get("replicas")
                 res = {"topic": topic, "partition": idx, "error_code": 0, "error_message": None}
@@ -514,7 +514,7 @@ class Controller:
         """partitions: [[topic, index], ...] or None for all. With None, partitions whose election
         was not needed are left out of the results, as Kafka does."""
         results = []
-        async with self.lock:
+        async with self._lock:
             if partitions is None:
                 wanted = [(ti.name, i) for ti in sorted(self.image.topics.values(), key=lambda t: t.name)
                           for i in sorted(ti.partitions)]
@@ -566,7 +566,7 @@ class Controller:
         """topics: [{name, count, assignments (list of broker lists, or None)}]."""
         results = []
         names = [t["name"] for t in topics]
-        async with self.lock:
+        async with self._lock:
             for t in topics:
                 res = {"name": t["name"], "error_code": 0, "error_message": None}
                 results.append(res)
@@ -599,7 +599,7 @@ class Controller:
         """changes: [{resource, key, value (None deletes)}]; resource is a topic
         name or "broker:<id>" / "broker:" for the cluster-wide default."""
         results = []
-        async with self.lock:
+        async with self._lock:
             recs = []
             for c in changes:
                 res = c["resource"]

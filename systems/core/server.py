@@ -124,7 +124,7 @@ class KafkaServer:
                     break
                 frame = await reader.readexactly(size)
                 await slots.acquire()
-                work = self.dispatch(frame, conn)
+                work = self._dispatch(frame, conn)
                 if work is False:
                     break
                 pending.append(work)
@@ -148,7 +148,7 @@ class KafkaServer:
             writer.close()
             self.connections.discard(conn)
 
-    def dispatch(self, frame: bytes, conn: Connection):
+    def _dispatch(self, frame: bytes, conn: Connection):
         """Decode one request and start its handler. Returns a future of the
         encoded response (None when no response is due), or False to close."""
         api_key, version = _KEY_VER.unpack_from(frame, 0)

@@ -70,8 +70,7 @@ class LeaderEpochCache:
             self.entries = []
             return False
 
-    def save(self) -> None:
-        """Write the checkpoint (atomically); callers that set ``entries`` themselves call it."""
+    def _save(self) -> None:
         if self.path is None:
             return
         tmp = self.path + ".tmp"
@@ -90,7 +89,7 @@ class LeaderEpochCache:
             self.entries.pop()
         self.entries.append((epoch, start))
         if save:
-            self.save()
+            self._save()
 
     def end_offset_for(self, epoch: int, leo: int) -> tuple[int, int]:
         """(largest known epoch <= `epoch`, its end offset): the start of the next larger epoch,
@@ -111,7 +110,7 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= end:
             self.entries.pop()
         if len(self.entries) != n:
-            self.save()
+            self._save()
 
     def truncate_from_start(self, start: int) -> None:
         """The log now starts at `start`: the last entry before it moves up to it."""
@@ -120,12 +119,12 @@ class LeaderEpochCache:
         new = keep + [e for e in self.entries if e[1] > start]
         if new != self.entries:
             self.entries = new
-            self.save()
+            self._save()
 
     def clear(self) -> None:
         if self.entries:
             self.entries = []
-            self.save()
+            self._save()
 
 
 def truncation_step(own: LeaderEpochCache, leo: int, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
@@ -184,7 +183,7 @@ class ReplicaPartition(Partition):
             self.epochs.entries = []
             for h in self.store.batches():
                 self.epochs.assign(h.leader_epoch, h.base_offset, save=False)
-            self.epochs.save()
+            self.epochs._save()
         # kill -9 may have cut the log's tail after the checkpoint was written.
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(start)

@@ -75,7 +75,7 @@ class ReplicationExtension(ControllerExtension):
         """The leader proposes a new ISR (shrink when a follower lags, expand when
         it caught up). Stale proposals are refused, as Kafka's AlterPartition."""
         ctl = self.ctl
-        async with ctl.lock:
+        async with ctl._lock:
             b = ctl.image.brokers.get(broker_id)
             if b is None or b.epoch != broker_epoch:
                 raise RpcError("stale broker epoch", errors.STALE_BROKER_EPOCH)

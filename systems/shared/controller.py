@@ -212,7 +212,7 @@ class SharedController(ControllerExtension):
         return None
 
     async def open_streams(self, broker: int, broker_epoch: int, topic_id: str, partition: int):
-        async with self.ctl.lock:
+        async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
             ti = self.image.topics_by_id.get(topic_id)
             if ti is None or partition not in ti.partitions:
@@ -243,7 +243,7 @@ class SharedController(ControllerExtension):
 
     async def commit_object(self, broker: int, broker_epoch: int, objects: list[dict]):
         """objects: [{key, size, ranges}], committed together (one record per object)."""
-        async with self.ctl.lock:
+        async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
             rejected: dict[str, int] = {}
             ends: dict[int, int] = {}
@@ -271,7 +271,7 @@ class SharedController(ControllerExtension):
 
     async def close_streams(self, broker: int, broker_epoch: int, topic_id: str, partition: int,
                             epochs: dict, elect: bool = True):
-        async with self.ctl.lock:
+        async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
             recs, rejected = [], {}
             for sid, ep in epochs.items():
@@ -310,7 +310,7 @@ class SharedController(ControllerExtension):
 
     async def _move_timeouts(self) -> None:
         now = time.time()
-        async with self.ctl.lock:
+        async with self.ctl._lock:
             recs = []
             for (tid, part), m in list(self.reg.moves.items()):
                 t0 = self._move_t0.get(m["move_id"], m["ts"])
@@ -387,7 +387,7 @@ class SharedController(ControllerExtension):
         if sso.ranges:
             key = f"{self.prefix}/sso/recovery-{broker}-{broker_epoch}/{int(time.time() * 1000):016d}"
             await self.store.aput(key, sso.build())
-        async with self.ctl.lock:
+        async with self.ctl._lock:
             recs = []
             if key:
                 recs.append({"type": "stream_commit", "key": key, "size": sso.size,

@@ -143,7 +143,7 @@ class TieredPartition(ReplicaPartition):
         state it had there (read from the tiered segment before it)."""
         self.reset_to(offset)
         self.epochs.entries = [(e, s) for e, s in epochs if s < offset]
-        self.epochs.save()
+        self.epochs._save()
         self.producers = ProducerStateTable.from_snapshot(producers)
         self.producers.truncate(offset)
         tmp = self._snapshot_path + ".tmp"

@@ -2,7 +2,7 @@
 
 No sockets: one real Broker object (replication backend, a data directory in tmp, a metadata
 image holding one leader partition, and no controller - forwarded admin requests get
-RpcUnavailable at once) receives frames straight into `KafkaServer.dispatch`, exactly what
+RpcUnavailable at once) receives frames straight into `KafkaServer._dispatch`, exactly what
 `_serve` hands it after the size check (so every frame is 8..max bytes). Inputs come from
 hypothesis (derandomized, so a run is reproducible):
 
@@ -15,7 +15,7 @@ hypothesis (derandomized, so a run is reproducible):
   (so mutations past the CRC reach the deeper checks), passed to `records.validate_produce`
   and to the partition's `append` (producer-state and log path).
 
-Zero crashes means: `dispatch` only returns a future or False (close the connection); every
+Zero crashes means: `_dispatch` only returns a future or False (close the connection); every
 future either completes with an encoded response frame (or None for acks=0) or is still
 waiting (a long-poll fetch) when abandoned; `validate_produce` / `append` only raise
 `KafkaError` (a Kafka error code for the client). Any other exception fails the test with the
@@ -77,7 +77,7 @@ class InProcess:
         for off, rec in enumerate(recs):
             kind, old = b.image.apply(off, rec)
             changed.append((kind, old, rec))
-        b.apply_changes(changed)
+        b._apply_changes(changed)
         assert b.partitions[("fuzz", 0)].is_leader
         self.broker = b
 
@@ -91,7 +91,7 @@ class InProcess:
         return self.loop.run_until_complete(self._feed(frame))
 
     async def _feed(self, frame: bytes) -> str:
-        work = self.broker.server.dispatch(frame, self.conn)
+        work = self.broker.server._dispatch(frame, self.conn)
         if work is False:
             return "closed"
         done, _ = await asyncio.wait([work], timeout=0.02)
@@ -184,7 +184,7 @@ def _seeds() -> list[bytes]:
     b.server = srv
     b.groups = GroupCoordinator.__new__(GroupCoordinator)  # its handlers, never called here
     b.backend = SimpleNamespace(leader_epoch_cache=True)  # every API, the copy system's included
-    Broker.register_apis(b)
+    Broker._register_apis(b)
     out = []
     for key, api in sorted(srv.apis.items()):
         for v in range(api.min_version, api.max_version + 1):

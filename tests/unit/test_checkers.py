@@ -18,8 +18,6 @@ from bench.check import (
     check_unseen,
 )
 from bench.check.summary import build_summary
-from bench.check.view import as_view
-from bench.check.windows import longest_gap, partition_gaps
 from bench.history.store import event_row, read_row, send_row, to_table
 from bench.scenario import parse_scenario
 
@@ -581,25 +579,3 @@ def test_a_declared_move_metric_reaches_the_summary_and_the_report(monkeypatch):
     config = {"config_label": "c", "config_key": "c", "runs": 3, "repetitions": 3, "moves": 3,
               "elect_seconds_median": 0.5, "elect_seconds_min": 0.4, "elect_seconds_max": 0.7}
     assert report_tables.more_moves_rows([config]) == [["c", "3", "0.5 (0.4–0.7)"]]
-
-
-def test_the_vectorised_gaps_equal_longest_gap_per_partition():
-    """windows.partition_gaps (every partition at once, for a run's worst partitions) is
-    windows.longest_gap of each partition's acks: random acks on 5 partitions (one never acked,
-    one acked once), several windows, edges included."""
-    rng = np.random.default_rng(7)
-    rows, i = [], 0
-    for part, n in enumerate((40, 17, 1, 0, 25)):
-        for ts in np.sort(rng.uniform(0, 30, size=max(n, 1))):
-            acked = n > 0
-            rows.append(send_row(i, T0 + float(ts), producer="p", topic="t", partition=part,
-                                 outcome="ok" if acked else "fail", error=None if acked else "timeout",
-                                 ack_ts=T0 + float(ts) + float(rng.uniform(0, 2)) if acked else None))
-            i += 1
-    v = as_view(to_table(rows))
-    for w0, w1 in ((T0, T0 + 32), (T0 + 5, T0 + 12), (T0 + 29, T0 + 40), (T0 + 31.5, T0 + 31.75)):
-        keys, gaps = partition_gaps(v, w0, w1)
-        assert len(keys) == 5
-        for key, gap in zip(keys, gaps):
-            ack, _ = v.acks_of("t", int(key) & 0xFFFFFFFF)
-            assert gap == pytest.approx(longest_gap(ack, w0, w1)[0], abs=1e-12), (w0, w1, int(key))

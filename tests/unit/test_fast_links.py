@@ -41,7 +41,7 @@ def test_prefill_links_raised_then_restored_after_quiet(tmp_path, monkeypatch):
 
     monkeypatch.setattr(observe, "link_bytes", link_bytes)
     monkeypatch.setattr(runner.time, "sleep", lambda s: None)
-    with run.fast_links():
+    with run._fast_links():
         assert run.cluster.network.rates["broker-1"] == "1gbit"
         assert run.cluster.network.rates["objstore"] == "1gbit"
         assert ("objstore", "1gbit") not in run.cluster.calls  # already as fast
@@ -52,5 +52,5 @@ def test_prefill_links_raised_then_restored_after_quiet(tmp_path, monkeypatch):
 
 def test_no_network_no_change(tmp_path):
     run = Run("x", load_scenario(SWEEP_SHARED), tmp_path)
-    with run.fast_links():
+    with run._fast_links():
         pass  # no cluster network: nothing to raise, nothing to wait for

@@ -403,7 +403,7 @@ def test_the_sensitivity_table_shows_each_system_at_both_lingers_and_names_a_spi
                      _linger_config("shared", 250, 0.018, move_seconds=(1.2, 1.1, 1.3),
                                     unavailable_seconds=(1.0, 0.9, 1.1))]
     groups = tb.linger_groups(t["configs"])
-    assert [[(c["system"], json.loads(c["params"])["linger_ms"]) for c in g] for g in groups] == [
+    assert [[(c["system"], tb._linger(c)) for c in g] for g in groups] == [
         [("replication", 5), ("replication", 250)], [("shared", 5), ("shared", 250)]]
     md = _report(tmp_path, t)["markdown"].read_text()
     section = md.split(f"## {tb.SENSITIVITY_TITLE}", 1)[1].split("\n## ", 1)[0]

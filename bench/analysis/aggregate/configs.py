@@ -14,13 +14,21 @@ from bench.analysis.aggregate.tables import CONSUMER_FIGURES, PROTOCOL_FIGURES
 from bench.check.metrics import MOVE_METRIC_NAMES
 from bench.check.safety import VERDICTS
 from bench.scenario import MOVE_ACTIONS
-from bench.units import median_known, sum_known
+
+
+def _med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
 
 
 def _spread_cols(name: str, xs: Iterable[Any]) -> dict[str, float | None]:
     known = [float(x) for x in xs if x is not None]
-    return {f"{name}_median": median_known(known), f"{name}_min": min(known, default=None),
+    return {f"{name}_median": _med(known), f"{name}_min": min(known, default=None),
             f"{name}_max": max(known, default=None)}
+
+
+def _sum_known(xs: Iterable[Any]) -> int | None:
+    known = [int(x) for x in xs if x is not None]
+    return sum(known) if known else None
 
 
 def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -58,8 +66,8 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
             "move_seconds_stdev": statistics.stdev(secs) if len(secs) >= 2 else None,
             "during_p99_ms": during["p99_ms"] if during else None,
             "before_p99_ms": before["p99_ms"] if before else None,
-            "lost_count": sum_known(x["lost_count"] for x in run_rows),
-            "duplicated_count": sum_known(x["duplicated_count"] for x in run_rows),
+            "lost_count": _sum_known(x["lost_count"] for x in run_rows),
+            "duplicated_count": _sum_known(x["duplicated_count"] for x in run_rows),
             **{f"valid_{v}": sum(1 for x in run_rows if x["valid"] == v) for v in VERDICTS},
         }
         for name in ("move_seconds", "unavailable_seconds", "partition_bytes", *MOVE_METRIC_NAMES, "bytes_moved",
@@ -76,6 +84,7 @@ def config_table(runs: list[StoredRun], tables: dict[str, list[dict[str, Any]]])
         row.update(host_counts(run_rows, mv))
         out.append(row)
     return out
+
 
 
 def host_counts(run_rows: list[dict[str, Any]], moves: list[dict[str, Any]]) -> dict[str, int]:

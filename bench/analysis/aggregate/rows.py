@@ -5,6 +5,7 @@ by :func:`bench.check.summary.upgrade_summary`)."""
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -17,7 +18,6 @@ from bench.check.safety import verdict
 from bench.check.windows import PHASES
 from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE
 from bench.scenario import RECOVERY_ACTIONS
-from bench.units import median_known
 from systems.registry import PROFILES
 
 
@@ -34,10 +34,10 @@ def consumer_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
                "scenario": r.summary.get("scenario"),
                "run_e2e_p50_ms": (c.get("end_to_end_ms") or {}).get("p50_ms"),
                "run_e2e_p99_ms": (c.get("end_to_end_ms") or {}).get("p99_ms"),
-               "catch_up_bytes_per_s": median_known([g.get("bytes_per_s") for g in cu if g.get("bytes_per_s") is not None]),
-               "catch_up_seconds": median_known([g.get("catch_up_seconds") for g in cu
+               "catch_up_bytes_per_s": _med([g.get("bytes_per_s") for g in cu if g.get("bytes_per_s") is not None]),
+               "catch_up_seconds": _med([g.get("catch_up_seconds") for g in cu
                                          if g.get("catch_up_seconds") is not None]),
-               "backlog_bytes": median_known([g.get("backlog_bytes") for g in cu if g.get("backlog_bytes") is not None]),
+               "backlog_bytes": _med([g.get("backlog_bytes") for g in cu if g.get("backlog_bytes") is not None]),
                "groups": len(groups), "delivery_valid": str(c.get("delivery_valid")).lower(),
                "missing": sum(int(g.get("missing") or 0) + int(g.get("missing_backlog") or 0) for g in groups.values()),
                "redelivered": sum(int(g.get("redelivered") or 0) for g in groups.values())}
@@ -54,6 +54,7 @@ def consumer_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
                          **{f"catch_up_{ph}_bytes_per_s": rates.get(ph) for ph in PHASES}})
     rows.sort(key=lambda x: (x["run_key"], x["action_id"]))
     return rows
+
 
 
 def outage_rows(faults: list[tuple[StoredRun, Any, list[dict[str, Any]]]],
@@ -81,12 +82,14 @@ def outage_rows(faults: list[tuple[StoredRun, Any, list[dict[str, Any]]]],
     return rows
 
 
+
 def _summary_moves(r: StoredRun) -> dict[tuple[str, str, int], dict[str, Any]]:
     out = {}
     for m in r.summary.get("moves") or []:
         if isinstance(m, dict) and m.get("topic") is not None and m.get("partition") is not None:
             out[(str(m.get("action_id")), str(m["topic"]), int(m["partition"]))] = m
     return out
+
 
 
 def tail_from_phases(system: str, phases: dict[str, dict[str, float]]) -> float | None:
@@ -200,6 +203,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
     return rows
 
 
+
 def link_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
     """Every link_sample of every run, one row per node; t_rel_s from the run's load start."""
     rows = []
@@ -233,6 +237,7 @@ def move_link_rows(runs: list[StoredRun], moves: list[dict[str, Any]]) -> list[d
                          **{f"{way}_{k}": x.get(way, {}).get(k) for way in LINK_WAYS
                             for k in ("mean_utilisation", "peak_utilisation", "mean_bytes_per_s", "peak_bytes_per_s")}})
     return rows
+
 
 
 def _json_or_none(x: Any) -> str | None:
@@ -296,6 +301,10 @@ def host_columns(summary: dict[str, Any]) -> dict[str, Any]:
     return {"host_busy_mean_pct": h.get("busy_mean_pct"), "host_busy_peak_pct": h.get("busy_peak_pct"),
             "host_saturated": h.get("saturated"), "host_source": h.get("source"),
             "host_run_processes_pct": h.get("run_processes_pct")}
+
+
+def _med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
 
 
 __all__ = ["consumer_rows", "host_columns", "link_rows", "move_link_rows", "move_rows", "outage_rows", "run_rows", "tail_from_phases"]
