@@ -28,9 +28,12 @@ from typing import Any
 import numpy as np
 
 from bench.analysis import model as mdl
+from bench.analysis.model.base import EXTRAPOLATION_BOUNDS
+from bench.analysis.model.budget import LinkBudget
 from bench.analysis.model.copy import THROTTLE_POLICIES
 from bench.analysis.model.handover import UPLOAD_THRESHOLDS
 from bench.analysis.model.tiered_copy import TIERED_STARTS, tiered_copy_bytes
+from bench.units import format_bytes
 from systems.registry import PROFILES
 
 GRID_SIZES = tuple(float(x) for x in np.geomspace(1e9, 1e13, 201))  # 1 GB .. 10 TB
@@ -38,9 +41,18 @@ GRID_LINKS_GBIT = (1.0, 10.0, 25.0)
 GRID_INGEST = tuple(float(x) for x in np.geomspace(1e6, 1e8, 41))  # 1 .. 100 MB/s
 
 # The headline (the AutoMQ article's example and one cluster rebalance).
-HEADLINE_LINKS_GBIT = (1.0, 10.0)
+HEADLINE_LINKS_GBIT = (1.0, 10.0, 25.0)
 ARTICLE_INGEST = 100e6  # 100 MB/s into one partition ...
 ARTICLE_BYTES = 8.2e12  # ... is about 8.2 TB after a day (the article's figure)
+ARTICLE_CONSUMER_GROUPS = 1  # one consumer group reads it (its steady reads share the sender's link)
+# What the article's "hours at 1 Gbps" leaves out, in words (the report and summary.md).
+ARTICLE_LEAVES_OUT = (
+    "The article's \"hours at 1 Gbps\" divides the partition's bytes by the link. It leaves out that the link "
+    "already carries the partition's own traffic: at replication factor 3 its leader sends every byte to two "
+    "followers (200 MB/s) and to each consumer group (100 MB/s), a tiered leader uploads it too (100 MB/s), and a "
+    "shared-storage owner writes it to its WAL and again as stream objects (200 MB/s) and serves the readers. "
+    "At 1 Gbit/s (125 MB/s) none of that fits before any move starts, so no move time exists; and a copy that "
+    "gets the link's rest must also outrun the 100 MB/s still being written.")
 CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000,
            "ingest_per_partition": 1e6, "concurrency": 5}
 PARTITION_TITLE = "One partition ingesting 100 MB/s: one day is 8.2 TB"
@@ -56,6 +68,8 @@ NO_RUNS_VARY = {
     "throttle": "no measured configuration varies the throttle: run `python -m bench run sweep`",
     "ingest": "no measured configuration varies the ingest rate: run `python -m bench run sweep`",
     "rebalance": "no measured multi-partition drain or scale-out: run `python -m bench run drain`",
+    "budget": ("no measured move was capped by what its link leaves after the steady traffic (reassign-one "
+               "without a move budget, in `make bench`, is one)"),
 }
 
 
@@ -115,17 +129,26 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
     ingest = spark.createDataFrame([(r,) for r in GRID_INGEST], "ingest_bytes_per_s double")
     frames = []
     for system, m in models.items():
-        base = sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
+        # the sender's steady egress is linear in the ingest: its terms at 1 byte/s, scaled
+        per_byte = article_budget(m, 1.0, ingest=1.0).steady
+        base = (sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
+                .withColumn("steady_bytes_per_s", F.col("ingest_bytes_per_s") * F.lit(per_byte)))
         df = m.kind.grid(spark, base, m)  # the family's policies and columns
+        infeasible = F.col("steady_bytes_per_s") >= F.col("link_bytes_per_s")
+        df = (df.withColumn("infeasible", infeasible)
+              .withColumn("move_seconds", F.when(~infeasible, F.col("move_seconds")))
+              .withColumn("bytes_moved", F.when(~infeasible, F.col("bytes_moved"))))
         frames.append(df.select("system", "partition_bytes", "link_gbit_s", "ingest_bytes_per_s", "policy",
-                                "throttle_share", "upload_threshold_bytes", "cap_bytes_per_s", "tail_bytes", "objects",
-                                "copy_bytes", "move_seconds", "bytes_moved"))
+                                "throttle_share", "upload_threshold_bytes", "steady_bytes_per_s", "infeasible",
+                                "cap_bytes_per_s", "tail_bytes", "objects", "copy_bytes", "move_seconds",
+                                "bytes_moved"))
     if not frames:
         return {"points": 0, "seconds": time.perf_counter() - t0, "by_system": {}}
     grid = frames[0]
     for f in frames[1:]:
         grid = grid.unionByName(f)
-    # No time: a copy whose ingest outruns it, or a shared open beyond the measured object counts.
+    # No time: infeasible (the steady traffic fills the link), a copy whose ingest outruns it, or a
+    # shared open beyond the measured object counts.
     grid = grid.withColumn("unprojected", F.col("move_seconds").isNull())
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -134,8 +157,10 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
     else:
         stats = grid
     rows = stats.groupBy("system").agg(F.count(F.lit(1)).alias("points"), F.sum(F.col("unprojected").cast("int")).alias("unprojected"),
+                                       F.sum(F.col("infeasible").cast("int")).alias("infeasible"),
                                        F.max("move_seconds").alias("max_s"), F.min("move_seconds").alias("min_s")).collect()
-    by_system = {r["system"]: {"points": r["points"], "unprojected": r["unprojected"], "min_s": r["min_s"],
+    by_system = {r["system"]: {"points": r["points"], "unprojected": r["unprojected"], "infeasible": r["infeasible"],
+                               "min_s": r["min_s"],
                                "max_s": r["max_s"]}
                  for r in rows}
     return {"points": sum(v["points"] for v in by_system.values()), "seconds": time.perf_counter() - t0,
@@ -230,70 +255,175 @@ def simulate_clusters(spark, configs: list[dict[str, Any]]) -> list[dict[str, An
 
 
 TABLE_SIZES = (("1 GB", 1e9), ("100 GB", 1e11), ("1 TB", 1e12), ("8.2 TB", ARTICLE_BYTES))
+DOMAIN_WORDS = {"bytes": "bytes to move", "rate": "the move's rate", "ingest_share": "ingest / the move's rate",
+                "tail": "unuploaded tail", "objects": "objects opened"}
 
 
-def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity]) -> list[dict[str, Any]]:
-    """The projection table of summary.md and the report: the article's partition (100 MB/s ingest)
-    at every table size and headline link; copy with the whole link, shared at 512 MiB uploads."""
+def production_rf(system: str) -> int:
+    """The replication factor of the system's production configuration (its profile)."""
+    p = PROFILES.get(system)
+    return int(p.replication_factor or 1) if p is not None else 1
+
+
+def article_budget(m: mdl.MoveModel, link: float, ingest: float = ARTICLE_INGEST,
+                   groups: int = ARTICLE_CONSUMER_GROUPS) -> LinkBudget:
+    """The sending broker's link budget for a partition ingesting ``ingest`` in the system's
+    production configuration, ``groups`` consumer groups reading it."""
+    return LinkBudget(link, tuple(m.kind.steady_terms(ingest, production_rf(m.system), groups)))
+
+
+def domain(system: str, m: mdl.MoveModel, validation: list[dict[str, Any]], inputs: dict[str, float]
+           ) -> dict[str, dict[str, Any]]:
+    """Per domain axis of a projected value: its value, the range the model was fitted on, the
+    largest held-out value a passing check of the system reached, that check's |error|, the
+    extrapolation factor beyond it and the axis' bound (``within``: factor <= bound)."""
+    ok = [v for v in validation if v["system"] == system and v["status"] == "ok" and v.get("test_domain")
+          and ((v.get("fit") or {}).get("version") == m.version)]
+    out = {}
+    for axis, value in inputs.items():
+        held = [v for v in ok if axis in v["test_domain"]]
+        top = max(held, key=lambda v: v["test_domain"][axis][1]) if held else None
+        hmax = top["test_domain"][axis][1] if top else None
+        factor = value / hmax if hmax else None
+        bound = EXTRAPOLATION_BOUNDS[axis]
+        out[axis] = {"projected": value, "measured": m.domain.get(axis), "held_out_max": hmax,
+                     "error_pct": top["error_pct"] if top else None, "check": top["label"] if top else None,
+                     "factor": factor, "bound": bound, "within": factor is not None and factor <= bound}
+    return out
+
+
+def extrapolation_reason(dom: dict[str, dict[str, Any]]) -> str | None:
+    """"not validated: extrapolation" and why, or None when every axis is within its bound."""
+    beyond = []
+    for axis, d in dom.items():
+        if d["within"]:
+            continue
+        if d["held_out_max"] is None:
+            beyond.append(f"{DOMAIN_WORDS[axis]}: no passing held-out check reaches it")
+        else:
+            beyond.append(f"{DOMAIN_WORDS[axis]} {_axis_value(axis, d['projected'])} is {d['factor']:,.3g}x the "
+                          f"largest held-out {_axis_value(axis, d['held_out_max'])} (bound {d['bound']:g}x)")
+    return ("extrapolation: " + "; ".join(beyond)) if beyond else None
+
+
+def _axis_value(axis: str, v: float) -> str:
+    if axis in ("bytes", "tail"):
+        return format_bytes(v)
+    if axis == "rate":
+        return f"{v / 1e6:,.3g} MB/s"
+    if axis == "objects":
+        return mdl.fmt_count(v)
+    return f"{v:.3g}"
+
+
+def validity_text(dom: dict[str, dict[str, Any]]) -> str:
+    """``held-out error -1.0 % up to 64 MiB; extrapolated 1.2e+05x`` per axis, joined."""
+    parts = []
+    for axis, d in dom.items():
+        if d["held_out_max"] is None:
+            parts.append(f"{DOMAIN_WORDS[axis]}: not checked")
+            continue
+        err = f"{d['error_pct']:+.1f} %" if d["error_pct"] is not None else "n/a"
+        ext = (f"extrapolated {d['factor']:,.3g}x" if d["factor"] > 1 else "within")
+        parts.append(f"{DOMAIN_WORDS[axis]}: held-out error {err} up to {_axis_value(axis, d['held_out_max'])}; {ext}")
+    return "; ".join(parts)
+
+
+def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity],
+               validation: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The projection table of summary.md and the report: the article's partition (100 MB/s ingest,
+    production replication factor, one consumer group) at every table size and headline link; a
+    copy with what the link leaves, shared at 512 MiB uploads."""
     rows = []
     for system, m in models.items():
         v = valid[system]
         for gbit in HEADLINE_LINKS_GBIT:
             for label, size in TABLE_SIZES:
-                rows.append(partition_case(system, m, v, gbit, size, label))
+                rows.append(partition_case(system, m, v, gbit, size, label, validation or []))
     return rows
 
 
-def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str
-                   ) -> dict[str, Any]:
-    """One partition of ``size`` ingesting ARTICLE_INGEST, moved over a ``gbit`` link, as its
-    model's family projects it (an entry of the projection table and the headline)."""
+def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str,
+                   validation: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One partition of ``size`` ingesting ARTICLE_INGEST in the system's production configuration,
+    moved over a ``gbit`` link, as its model's family projects it (an entry of the projection
+    table and the headline): ``status`` infeasible (the steady traffic fills the link: the
+    arithmetic), not validated (a missing or failed check, or an axis beyond its extrapolation
+    bound: the reason) or validated (the value)."""
     link = gbit * mdl.GBIT_BYTES_PER_S
-    t, se, moved, basis, why = m.kind.partition_case(m, link, size, label, ARTICLE_INGEST)
-    if why is not None:
-        v = Validity(False, None, v.axes, why)
-    return {"system": system, "link_gbit_s": gbit, "link_bytes_per_s": link, "size_label": label,
-            "partition_bytes": size, "ingest_bytes_per_s": ARTICLE_INGEST,
-            "move_seconds": t if v.validated and math.isfinite(t) else None,
-            "move_seconds_se": se if v.validated else None,
-            "move_time": mdl.human_seconds(t) if v.validated else "not validated",
-            "never": v.validated and not math.isfinite(t),
-            "bytes_moved": moved if v.validated else None, "validated": v.validated,
-            "error_pct": v.error_pct, "reason": v.reason, "basis": basis, "based_on_runs": ",".join(m.runs)}
+    budget = article_budget(m, link)
+    base = {"system": system, "link_gbit_s": gbit, "link_bytes_per_s": link, "size_label": label,
+            "partition_bytes": size, "ingest_bytes_per_s": ARTICLE_INGEST, "replication_factor": production_rf(system),
+            "consumer_groups": ARTICLE_CONSUMER_GROUPS, "budget": budget.arithmetic(),
+            "steady_bytes_per_s": budget.steady, "based_on_runs": ",".join(m.runs), "version": m.version}
+    if budget.infeasible:
+        return {**base, "status": "infeasible", "move_seconds": None, "move_seconds_se": None,
+                "move_time": "infeasible", "never": False, "bytes_moved": None, "validated": False,
+                "error_pct": None, "reason": budget.arithmetic(), "basis": budget.arithmetic(),
+                "validity": {}, "cap_bytes_per_s": None}
+    cap = budget.cap(None)
+    t, se, moved, basis, inputs = m.kind.partition_case(m, cap, size, label, ARTICLE_INGEST)
+    if budget.binds(None):  # what the link leaves caps the move: the budget term must be checked too
+        v = validity(system, validation or [], ("budget",)) if v.validated else v
+    dom = domain(system, m, validation or [], inputs)
+    reason = v.reason if not v.validated else extrapolation_reason(dom)
+    if reason is None and m.kind.bytes_assumed and inputs.get("bytes", size) < size:
+        reason = m.kind.bytes_assumed
+    ok = reason is None
+    return {**base, "status": "validated" if ok else "not validated", "cap_bytes_per_s": cap,
+            "move_seconds": t if ok and math.isfinite(t) else None, "move_seconds_se": se if ok else None,
+            "move_time": mdl.human_seconds(t) if ok else "not validated", "never": ok and not math.isfinite(t),
+            "bytes_moved": moved if ok else None, "validated": ok, "error_pct": v.error_pct if ok else None,
+            "reason": reason, "basis": f"{basis}; {budget.arithmetic()}", "validity": dom,
+            "validity_text": validity_text(dom)}
+
+
+def cluster_budget(m: mdl.MoveModel, gbit: float) -> LinkBudget:
+    """A broker's budget in the headline cluster: its share of the leaders, each ingesting
+    ``ingest_per_partition``, in the system's production configuration, one consumer group."""
+    c = CLUSTER
+    per_broker = c["partitions"] / c["brokers"] * c["ingest_per_partition"]
+    return article_budget(m, gbit * mdl.GBIT_BYTES_PER_S, per_broker)
 
 
 def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims: list[dict[str, Any]],
-             sim_valid: dict[str, Validity]) -> list[dict[str, Any]]:
+             sim_valid: dict[str, Validity], validation: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The report's headline entries (schema in bench/report/model_text.py)."""
     out = []
     for system, m in models.items():
         label = PROFILES[system].label if system in PROFILES else system
         v = valid[system]
         for gbit in HEADLINE_LINKS_GBIT:
-            p = partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB")
+            p = partition_case(system, m, v, gbit, ARTICLE_BYTES, "8.2 TB", validation)
             value, ok = p["move_seconds"], p["validated"]
             out.append({"case": "partition", "title": PARTITION_TITLE,
-                        "system": system, "system_label": label, "link_gbit_s": gbit,
-                        "status": "validated" if ok else "not validated",
+                        "system": system, "system_label": label, "link_gbit_s": gbit, "status": p["status"],
                         "value_s": value if ok else None,
                         "value_text": (("never (ingest outruns the copy)" if p["never"] else mdl.human_seconds(value))
                                        if ok else None),
-                        "bytes_moved": p["bytes_moved"], "error_pct": v.error_pct if ok else None,
-                        "validations": v.axes, "reason": p["reason"], "basis": p["basis"]})
+                        "bytes_moved": p["bytes_moved"], "error_pct": p["error_pct"],
+                        "validations": v.axes, "reason": p["reason"], "basis": p["basis"],
+                        "validity": p["validity"], "validity_text": p.get("validity_text"), "budget": p["budget"],
+                        "replication_factor": p["replication_factor"], "version": m.version})
         sv = sim_valid.get(system) or Validity(False, None, [], "no simulated cluster")
         for gbit in HEADLINE_LINKS_GBIT:
             s = next((x for x in sims if x["system"] == system and x.get("headline") and x["link_gbit_s"] == gbit), None)
-            ok = sv.validated and s is not None
+            budget = cluster_budget(m, gbit)
+            ok = sv.validated and s is not None and not budget.infeasible
             secs = s["rebalance_seconds"] if s else None
+            status = "infeasible" if budget.infeasible else ("validated" if ok else "not validated")
+            reason = (f"per broker, {budget.arithmetic()}" if budget.infeasible
+                      else sv.reason if not sv.validated else (None if s else "not simulated"))
             out.append({"case": "cluster", "title": CLUSTER_TITLE, "system": system, "system_label": label,
-                        "link_gbit_s": gbit, "status": "validated" if ok else "not validated",
+                        "link_gbit_s": gbit, "status": status,
                         "value_s": secs if ok and secs is not None and math.isfinite(secs) else None,
                         "value_text": (mdl.human_seconds(secs) if secs is not None and math.isfinite(secs)
                                        else "never (ingest outruns the copy)") if ok else None,
                         "bytes_moved": s["bytes_moved"] if ok else None,
-                        "error_pct": sv.error_pct, "validations": sv.axes,
-                        "reason": sv.reason if not sv.validated else (None if s else "not simulated"),
-                        "basis": (f"{s['moves']:,} moves simulated; {m.formula()}" if s else m.formula())})
+                        "error_pct": sv.error_pct if ok else None, "validations": sv.axes, "reason": reason,
+                        "basis": (f"{s['moves']:,} moves simulated; {m.formula()}" if s else m.formula()),
+                        "validity": {}, "validity_text": None, "budget": f"per broker, {budget.arithmetic()}",
+                        "replication_factor": production_rf(system), "version": m.version})
     return out
 
 
@@ -308,7 +438,8 @@ def unmodelled(notes: dict[str, str]) -> list[dict[str, Any]]:
                 out.append({"case": case, "title": title, "system": system, "system_label": label, "link_gbit_s": gbit,
                             "status": "not validated", "value_s": None, "value_text": None, "bytes_moved": None,
                             "error_pct": None, "validations": [], "reason": f"no move-time model ({why})",
-                            "basis": "no model"})
+                            "basis": "no model", "validity": {}, "validity_text": None, "budget": None,
+                            "replication_factor": production_rf(system), "version": None})
     return out
 
 
@@ -324,8 +455,8 @@ def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]
     t2 = time.perf_counter()
     for r in sims:
         r["validated"] = sim_valid[r["system"]].validated
-    return {"grid": grid, "rebalance": sims, "projection": table_rows(models, valid),
-            "headline": headline(models, valid, sims, sim_valid),
+    return {"grid": grid, "rebalance": sims, "projection": table_rows(models, valid, validation),
+            "headline": headline(models, valid, sims, sim_valid, validation), "leaves_out": ARTICLE_LEAVES_OUT,
             "validity": {s: vars(v) for s, v in valid.items()},
             "timings_s": {"grid_s": t1 - t0, "clusters_s": t2 - t1, "total_s": t2 - t0}}
 

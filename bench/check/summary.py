@@ -145,6 +145,9 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
     settings = sc.settings()  # shares of the link in bytes/s, each in its system's own setting
     out = {
         "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
+        "prefill_batch_bytes": sc.prefill.batch_bytes,
+        # raw broker configs (system.extra): part of what a move model's family is keyed by
+        "system_extra": dict(sorted(sc.system.extra.items())) or None,
         # in bytes/s even when the scenario gave it as a share of the link (the move budget too)
         "replication_throttle_bytes_per_s": settings.get("replication_throttle_bytes_per_s"),
         "replication_throttle_of_link": sc.system.replication_throttle_of_link,

@@ -18,7 +18,8 @@ def cmd_aggregate(args) -> int:
 
     roots = args.results or ["results"]
     try:
-        res = aggregate(roots, args.out, master=args.spark_master, quantiles=args.quantiles)
+        res = aggregate(roots, args.out, master=args.spark_master, quantiles=args.quantiles,
+                        pool_versions=args.pool_versions)
     except AggregateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -63,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run directories or roots to search for them (default: results)")
     ag.add_argument("--spark-master", default=None, metavar="URL", help="Spark master (default: local[*])")
     ag.add_argument("--out", default="results/aggregate", help="output directory (default: results/aggregate)")
+    ag.add_argument("--pool-versions", action="store_true",
+                    help="let a move model rest on runs of more than one code version (commit, or a dirty tree); "
+                         "by default each fit and held-out check uses one")
     ag.add_argument("--quantiles", choices=["exact", "approx"], default="exact",
                     help="exact: Spark percentile (default); approx: percentile_approx, accuracy 100000")
     ag.set_defaults(func=cmd_aggregate)

@@ -36,7 +36,7 @@ class Figure:
     runs: list[str]
 
 
-def _plt():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,10 +47,10 @@ def _plt():
     return plt
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    _plt().close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -84,7 +84,7 @@ def _fmt_obj(fmt):
     return FuncFormatter(fmt)
 
 
-def _time_ticks(ax, lo: float, hi: float) -> None:
+def time_ticks(ax, lo: float, hi: float) -> None:
     from matplotlib.ticker import FixedLocator, NullFormatter
 
     ticks = [(v, lbl) for v, lbl in TIME_TICKS if lo <= v <= hi]
@@ -97,7 +97,7 @@ def _bytes_fmt(v, _pos=None) -> str:
     return format_bytes(v)
 
 
-def _byte_ticks(axis, lo: float, hi: float, log: bool) -> None:
+def byte_ticks(axis, lo: float, hi: float, log: bool) -> None:
     """A bytes axis ticked at powers of two (log scale) or at multiples of one (linear), so every
     label is a whole binary unit; at most about 8 ticks."""
     from matplotlib.ticker import FixedLocator, MultipleLocator, NullFormatter
@@ -116,7 +116,7 @@ def _byte_ticks(axis, lo: float, hi: float, log: bool) -> None:
 
 
 def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
-    plt = _plt()
+    plt = pyplot()
 
     # The single-partition moves the models rest on (a drain's or scale-out's moves wait for each
     # other: the cluster simulation's part, in the Model section's rebalance checks).
@@ -124,7 +124,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     runs = [m["run_key"] for m in moves]
     if not moves:
         return Figure("move_time_vs_bytes", "Move time vs partition size",
-                      _png(_empty(plt, "No measured single-partition move.")), "No measured single-partition move.", [])
+                      png_bytes(_empty(plt, "No measured single-partition move.")), "No measured single-partition move.", [])
     fits = {m["system"]: m for m in t["model_fit"]}
     fig, ax = plt.subplots(figsize=(8, 5))
     xs_all = [m["partition_bytes"] for m in moves]
@@ -159,7 +159,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    _byte_ticks(ax.xaxis, lo, hi, log=True)
+    byte_ticks(ax.xaxis, lo, hi, log=True)
     y0, y1 = ax.get_ylim()
     _nice_log_ticks(ax, "y", y0, y1, lambda v, _p: fmt_num(v))
     ax.set_xlabel("partition size when moved (bytes, log scale)")
@@ -173,7 +173,7 @@ def fig_move_time(t: dict[str, list[dict[str, Any]]]) -> Figure:
            "partition: flat once the partition is larger than what stays local; shared: c + tail / (u x L) + open "
            "cost per object; a run's cap is the lowest of its replication throttle or object-store cap and the "
            "emulated links a move crosses). " + _left_out_text(t["moves"]) + "From " + short_runs(runs) + ".")
-    return Figure("move_time_vs_bytes", "Move time vs partition size", _png(fig), cap, runs)
+    return Figure("move_time_vs_bytes", "Move time vs partition size", png_bytes(fig), cap, runs)
 
 
 def _left_out_text(moves: list[dict[str, Any]]) -> str:
@@ -186,11 +186,11 @@ BYTES_COLORS = {"inter_broker": "#e67e22", "objstore": "#5dade2"}
 
 
 def fig_bytes_moved(t) -> Figure:
-    plt = _plt()
+    plt = pyplot()
     moves = [m for m in t["moves"] if m["bytes_moved"] is not None]
     runs = [m["run_key"] for m in moves]
     if not moves:
-        return Figure("bytes_moved", "Bytes moved per move", _png(_empty(plt, "No bytes_moved counters recorded.")),
+        return Figure("bytes_moved", "Bytes moved per move", png_bytes(_empty(plt, "No bytes_moved counters recorded.")),
                       "No bytes_moved counters recorded.", [])
     order = {s: i for i, s in enumerate(systems_of(moves))}
     moves.sort(key=lambda m: (order[m["system"]], m["partition_bytes"] or 0, m["config_key"] or "", m["run_key"]))
@@ -210,7 +210,7 @@ def fig_bytes_moved(t) -> Figure:
     ax.scatter([i for i, b in zip(x, pb) if b], [b for b in pb if b], marker="_", s=300, color="black", zorder=3)
     top = max([m["bytes_moved"] for m in moves] + [b or 0 for b in pb]) * 1.15 or 1.0
     ax.set_ylim(0, top)
-    _byte_ticks(ax.yaxis, 0, top, log=False)
+    byte_ticks(ax.yaxis, 0, top, log=False)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{system_short(m['system'])}\n{format_bytes(m['partition_bytes'])}\n{_rep_label(t, m['run_key'])}"
                         for m in moves], fontsize=7)
@@ -226,7 +226,7 @@ def fig_bytes_moved(t) -> Figure:
     ax.legend(handles=handles, fontsize=8)
     cap = (BYTES_SPLIT_NOTE + " One bar per move (repetitions side by side); an outlined bar: no split known. "
            "From " + short_runs(runs) + ".")
-    return Figure("bytes_moved", "Bytes moved per move", _png(fig), cap, runs)
+    return Figure("bytes_moved", "Bytes moved per move", png_bytes(fig), cap, runs)
 
 
 def _rep_label(t, run_key: str) -> str:
@@ -257,7 +257,7 @@ def _timeline_columns(t, picks: list[dict[str, Any]], rows: list[dict[str, Any]]
     """The across-a-move figure both timelines share: per picked run a column, its latency
     quantiles per bin (``p50`` / ``p99`` columns of ``rows``) on top, ``lower(ax, bins, xs, color)``
     below; the move shaded, faults dotted. -> (figure, run keys)."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(picks), figsize=(6.5 * len(picks), 6.5), sharex="col", squeeze=False)
     runs = []
     for col, p in enumerate(picks):
@@ -294,9 +294,9 @@ def _timeline_columns(t, picks: list[dict[str, Any]], rows: list[dict[str, Any]]
 def fig_timeline(t) -> Figure:
     picks = _pick_timeline_runs(t)
     if not picks:
-        plt = _plt()
+        plt = pyplot()
         return Figure("produce_timeline", "Produce latency and ack rate across a move",
-                      _png(_empty(plt, "No run with a measured move.")), "No run with a measured move.", [])
+                      png_bytes(_empty(plt, "No run with a measured move.")), "No run with a measured move.", [])
 
     def acks(ax, tl, xs, color) -> None:
         ax.plot(xs, [x["acks_per_s"] for x in tl], color=color, lw=1.2, label="acks/s (all partitions)")
@@ -309,7 +309,7 @@ def fig_timeline(t) -> Figure:
     fig.tight_layout()
     cap = ("Shaded: from the move request to the first ack served by the new owner; dotted: a fault. Latency "
            "quantiles per time bin from raw samples. From " + short_runs(runs) + ".")
-    return Figure("produce_timeline", "Produce latency and ack rate across a move", _png(fig), cap, runs)
+    return Figure("produce_timeline", "Produce latency and ack rate across a move", png_bytes(fig), cap, runs)
 
 
 def fig_consumers(t) -> Figure | None:
@@ -335,7 +335,7 @@ def fig_consumers(t) -> Figure | None:
            "time from raw samples. Catch-up groups: bytes delivered per second, summed over the catch-up groups and "
            "counting every delivery (the backlog first, then the live tail). Shaded: from the move request to the first ack served by the new owner; dotted: a fault. From "
            + short_runs(runs) + ".")
-    return Figure("consumers_timeline", "Consumers across a move", _png(fig), cap, runs)
+    return Figure("consumers_timeline", "Consumers across a move", png_bytes(fig), cap, runs)
 
 
 NIC_COLORS = {"tx": "#e67e22", "rx": "#2e86c1"}
@@ -370,11 +370,11 @@ def _what_moved(ms: list[dict[str, Any]]) -> str:
 
 
 def fig_links(t) -> Figure:
-    plt = _plt()
+    plt = pyplot()
     title = "NIC over time"
     picks = _pick_link_runs(t)
     if not picks:
-        return Figure("links", title, _png(_empty(plt, NO_LINKS)), NO_LINKS, [])
+        return Figure("links", title, png_bytes(_empty(plt, NO_LINKS)), NO_LINKS, [])
     keys = {r["run_key"] for r in picks}
     series: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for x in t["links"]:
@@ -382,7 +382,7 @@ def fig_links(t) -> Figure:
             series[(x["run_key"], x["node"])].append(x)
     nodes = sorted({n for _, n in series}, key=_nic_node)
     if not nodes:
-        return Figure("links", title, _png(_empty(plt, NO_LINKS)), NO_LINKS, [])
+        return Figure("links", title, png_bytes(_empty(plt, NO_LINKS)), NO_LINKS, [])
     fig, axes = plt.subplots(len(nodes), len(picks), figsize=(6.5 * len(picks), 1.9 * len(nodes) + 1.2),
                              sharex="col", squeeze=False)
     from matplotlib.patches import Patch
@@ -420,7 +420,7 @@ def fig_links(t) -> Figure:
                 if i == 0:
                     ax.text((lo + hi) / 2 - run["load_start"], top, what, ha="center", va="bottom", fontsize=7)
             ax.set_ylim(0, top)
-            _byte_ticks(ax.yaxis, 0, top, log=False)
+            byte_ticks(ax.yaxis, 0, top, log=False)
             ax.yaxis.set_major_formatter(_fmt_obj(lambda v, _p: f"{format_bytes(v)}/s"))
             ax.set_ylabel("\n".join([node] + [f"{role} of {_few(tps)}" for role, tps in sorted(roles[node].items())]),
                           fontsize=8)
@@ -446,11 +446,11 @@ def fig_links(t) -> Figure:
            "received = rx): produce, replication and object-store traffic together. Dashed: the link's rate. "
            "Shaded: each move's window, as in the link fill table. One run per system (its largest measured move). "
            "From " + short_runs(runs) + ".")
-    return Figure("links", title, _png(fig), cap, runs)
+    return Figure("links", title, png_bytes(fig), cap, runs)
 
 
 def fig_unavailable(t) -> Figure:
-    plt = _plt()
+    plt = pyplot()
     moves = [m for m in t["moves"] if m["unavailable_seconds"] is not None]
     faults = [o for o in t["outages"] if o["unavailable_seconds"] is not None]
     # One group per configuration and kind of window: its moves, or one fault action of its runs.
@@ -461,7 +461,7 @@ def fig_unavailable(t) -> Figure:
         groups[(o["system"], 1, o["config_key"], o["action"] + str(o["broker"]))].append(o)
     runs = [b["run_key"] for b in moves + faults]
     if not groups:
-        return Figure("unavailable_seconds", "Unavailable seconds", _png(_empty(plt, "No move or fault windows.")),
+        return Figure("unavailable_seconds", "Unavailable seconds", png_bytes(_empty(plt, "No move or fault windows.")),
                       "No move or fault windows.", [])
     order = {s: i for i, s in enumerate(systems_of(moves + faults))}
 
@@ -503,7 +503,7 @@ def fig_unavailable(t) -> Figure:
            "the longest interval inside [request - 1 s, move end + 5 s] without an ack on the moved "
            "partition. Per fault (hatched): the worst affected partition's, inside [fault - 1 s, its first ack "
            "after recovery], however long (bench/check/). From " + short_runs(runs) + ".")
-    return Figure("unavailable_seconds", "Unavailable seconds", _png(fig), cap, runs)
+    return Figure("unavailable_seconds", "Unavailable seconds", png_bytes(fig), cap, runs)
 
 
 def _fault_name(o: dict[str, Any]) -> str:
@@ -527,11 +527,11 @@ def phase_bars(t) -> tuple[dict, dict, list[str], list[str]]:
 
 
 def fig_phases(t) -> Figure:
-    plt = _plt()
+    plt = pyplot()
     rows = t["phases"]  # move actions' phases only (the aggregate leaves start-up and shutdown out)
     title = "Move phase breakdown"
     if not rows:
-        return Figure("move_phases", title, _png(_empty(plt, "No move_phase events of a move action recorded.")),
+        return Figure("move_phases", title, png_bytes(_empty(plt, "No move_phase events of a move action recorded.")),
                       "No move_phase events of a move action recorded.", [])
     parts, spans, part_names, span_names = phase_bars(t)
     system_of = {(p["run_key"], p["action_id"]): p["system"] for p in rows}
@@ -571,17 +571,17 @@ def fig_phases(t) -> Figure:
            "happen (opens and closes at broker start-up and shutdown are no move's and are left out). Markers, "
            "never stacked: phases a system times from the request, which hold the phases before them, and "
            "move_seconds. From " + short_runs(runs) + ".")
-    return Figure("move_phases", title, _png(fig), cap, runs)
+    return Figure("move_phases", title, png_bytes(fig), cap, runs)
 
 
 def fig_projection(t) -> Figure:
     """The projection table's validated rows: a partition ingesting 100 MB/s at each size and link."""
-    plt = _plt()
+    plt = pyplot()
     proj = [p for p in t["projection"] if p["validated"]]
     if not proj:
         why = sorted({f"{system_short(p['system'])}: {p['reason']}" for p in t["projection"] if p.get("reason")})
         msg = "No validated model to project." + ("\n" + "\n".join(why) if why else "")
-        return Figure("projection", "TB-scale projection", _png(_empty(plt, msg)), msg.replace("\n", " "), [])
+        return Figure("projection", "TB-scale projection", png_bytes(_empty(plt, msg)), msg.replace("\n", " "), [])
     sizes = sorted({(p["partition_bytes"], p["size_label"]) for p in proj})
     fig, ax = plt.subplots(figsize=(9, 4.8))
     systems = systems_of(proj)
@@ -612,7 +612,7 @@ def fig_projection(t) -> Figure:
     ax.legend(fontsize=8, loc="upper left")
     ymin = min(finite, default=0.1)
     ax.set_ylim(ymin / 3, top * 100)
-    _time_ticks(ax, ymin / 3, top * 100)
+    time_ticks(ax, ymin / 3, top * 100)
     runs = sorted({r for p in proj for r in (p["based_on_runs"] or "").split(",") if r})
     skipped = sorted({f"{system_short(p['system'])} ({p['reason']})" for p in t["projection"] if not p["validated"]})
     cap = ("Model projections (not measurements), only from models that passed their held-out checks; a bar at the "
@@ -620,16 +620,16 @@ def fig_projection(t) -> Figure:
                f"{p['system']} @ {p['link_gbit_s']:g} Gbit/s: {p['basis']}" for p in proj if p["size_label"] == "8.2 TB"}))
            + (". Not validated, not shown: " + "; ".join(skipped) if skipped else "")
            + ". Fitted on " + short_runs(runs) + ".")
-    return Figure("projection", "TB-scale projection", _png(fig), cap, runs)
+    return Figure("projection", "TB-scale projection", png_bytes(fig), cap, runs)
 
 
 def fig_rebalance(t) -> Figure:
     """Simulated cluster rebalances (validated models only): time to rebalance against brokers."""
-    plt = _plt()
+    plt = pyplot()
     sims = [r for r in t.get("rebalance") or [] if r["validated"] and not r["headline"]]
     if not sims:
         msg = "No validated cluster simulation (a system's model and its rebalance check must pass)."
-        return Figure("rebalance", "Cluster rebalance (simulated)", _png(_empty(plt, msg)), msg, [])
+        return Figure("rebalance", "Cluster rebalance (simulated)", png_bytes(_empty(plt, msg)), msg, [])
     runs = sorted({r for f in t["model_fit"] if f["system"] in {x["system"] for x in sims}
                    for r in (f["runs"] or "").split(",") if r})
     fig, ax = plt.subplots(figsize=(9, 4.8))
@@ -649,7 +649,7 @@ def fig_rebalance(t) -> Figure:
     ax.set_xlabel("brokers before the scale-out (+10 %)")
     ax.set_ylabel("time to rebalance (log scale)")
     y0, y1 = ax.get_ylim()
-    _time_ticks(ax, y0, y1)
+    time_ticks(ax, y0, y1)
     ax.set_title(f"Simulated scale-out of a cluster holding {total / 1e15:g} PB (validated models only)"
                  if total >= 1e15 else f"Simulated scale-out of a cluster holding {total / 1e12:g} TB (validated models only)")
     ax.legend(fontsize=8)
@@ -659,18 +659,18 @@ def fig_rebalance(t) -> Figure:
            "to 50 % of each link (the tiered one copying only what is not tiered: at most a 1 GiB segment + 30 s of "
            "ingest, KIP-1023), the shared system uploading tails of at most min(512 MiB, ingest x 10 s). Not "
            "measurements: the models rest on " + short_runs(runs) + ".")
-    return Figure("rebalance", "Cluster rebalance (simulated)", _png(fig), cap, runs)
+    return Figure("rebalance", "Cluster rebalance (simulated)", png_bytes(fig), cap, runs)
 
 
 def fig_move_progress(t) -> Figure:
     """Bytes remaining over time for the largest copy move of each system, and every sample's ETA
     against the time the move really had left (the numbers `bench reassign --verify` prints)."""
-    plt = _plt()
+    plt = pyplot()
     title = "Move progress: bytes remaining and ETA"
     rows = [r for r in t["move_progress"] if r["remaining_bytes"] is not None]
     if not rows:
         msg = "No move_progress samples of a copy move recorded (shared-storage moves copy nothing)."
-        return Figure("move_progress", title, _png(_empty(plt, msg)), msg, [])
+        return Figure("move_progress", title, png_bytes(_empty(plt, msg)), msg, [])
     by_move: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_move[(r["system"], r["run_key"], r["action_id"], r["topic"], r["partition"])].append(r)
@@ -716,7 +716,7 @@ def fig_move_progress(t) -> Figure:
            "copy move of each system. Right: the ETA of each sample (remaining over the rate at which remaining "
            "fell in the last 5 s) against the time from that sample to the end of the move. Shared-storage moves "
            "copy nothing between brokers and have no bytes to show. From " + short_runs(runs) + ".")
-    return Figure("move_progress", title, _png(fig), cap, runs)
+    return Figure("move_progress", title, png_bytes(fig), cap, runs)
 
 
 FIGURES = (fig_move_time, fig_bytes_moved, fig_timeline, fig_consumers, fig_links, fig_unavailable, fig_phases,

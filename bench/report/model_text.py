@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.analysis import model as mdl
-from bench.report.format import MISSING, fmt_error_pct, fmt_num, html_table, label, md_inline, md_table, pm, systems_of
+from bench.report.format import (
+    MISSING, fmt_error_pct, fmt_num, label, md_inline, md_table, md_to_html, pm, systems_of,
+)
 from bench.units import format_bytes
 from systems.registry import PROFILES
 
@@ -27,7 +29,7 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
         parts += ["### Headline (projections from validated models)", ""]
         parts.append(md_table(["case", "system", "link", "projection", "held-out error", "rests on"], [
             [h["case"], h["system"], f"{h['link_gbit_s']:g} Gbit/s",
-             h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}",
+             h["value_text"] if h["status"] == "validated" else f"{h['status']}: {h['reason']}",
              MISSING if h.get("error_pct") is None else f"≤ {h['error_pct']:.1f} %",
              ", ".join(h.get("validations") or []) or MISSING] for h in headline]) if headline else "No model to project.")
         parts += [""] + sorted({f"- {h['title']}: {h['system']}: {h['basis']}" for h in headline}) + [""]
@@ -85,12 +87,13 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
 
 
 HEADLINE_CASES = ("partition", "cluster")  # the order the cases are shown in (others after, by name)
+CASE_WORDS = {"partition": "8.2 TB partition", "cluster": "cluster scale-out"}
 
 
-HEADLINE_NOTE = ("Projected time of each case per link and system, from the move-time models fitted on the runs "
-                 "below. A time is shown only where the model passed the held-out checks it rests on (fit on "
-                 "smaller runs, predict a larger one; error: the largest |error| of those checks); otherwise the "
-                 "cell says why it is not validated.")
+HEADLINE_NOTE = ("Each cell: the projected time, only where the model passed every held-out check it rests on and "
+                 "no axis lies beyond its extrapolation bound; `infeasible` where the partition's steady traffic alone "
+                 "fills the sender's link (no move time exists); `not validated` otherwise. Why, the validity domain "
+                 "and the formula of every cell are in the notes under the table.")
 
 
 NO_HEADLINE = ("This aggregate predates the headline (its model.json has no `headline`): run "
@@ -109,13 +112,62 @@ class HeadlineCase:
 
 
 def headline_cell(e: dict[str, Any]) -> str:
-    """``25.5 h (validated, held-out error 4.1 %)``, or ``not validated: <reason>``: a projection
-    that did not pass its validation never shows a number."""
-    if e.get("status") != "validated":
-        return "not validated: " + (e.get("reason") or "no reason given")
-    value = e.get("value_text") or (mdl.human_seconds(e["value_s"]) if e.get("value_s") is not None else MISSING)
-    err = e.get("error_pct")
-    return f"{value} (validated" + ("" if err is None else f", held-out error {abs(err):.1f} %") + ")"
+    """``2.7 h``, ``infeasible`` or ``not validated`` (``not validated (extrapolation)`` when an axis
+    lies beyond its bound): a projection that did not pass its validation never shows a number;
+    the reasons go under the table (:func:`headline_notes`)."""
+    status = e.get("status")
+    if status == "infeasible":
+        return "infeasible"
+    if status != "validated":
+        return "not validated" + (" (extrapolation)" if (e.get("reason") or "").startswith("extrapolation") else "")
+    return e.get("value_text") or (mdl.human_seconds(e["value_s"]) if e.get("value_s") is not None else MISSING)
+
+
+def headline_table(model: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The one short table: a row per case and link, a column per system (registry order)."""
+    entries = model.get("headline")
+    if not entries:
+        return None
+    systems = systems_of(entries)
+    names = {e["system"]: e.get("system_label") or label(e["system"]) for e in entries}
+    present = {e.get("case") for e in entries}
+    cases = [c for c in HEADLINE_CASES if c in present] + sorted(str(c) for c in present - set(HEADLINE_CASES))
+    cell = {(e.get("case"), e["system"], float(e["link_gbit_s"])): e for e in entries}
+    rows = []
+    for case in cases:
+        for g in sorted({float(e["link_gbit_s"]) for e in entries if e.get("case") == case}):
+            rows.append([f"{CASE_WORDS.get(case, case)} @ {g:g} Gbit/s"]
+                        + [headline_cell(cell[(case, s, g)]) if (case, s, g) in cell else MISSING for s in systems])
+    return ["case"] + [names[s] for s in systems], rows
+
+
+def headline_notes(model: dict[str, Any]) -> list[str]:
+    """Under the table: per cell, why it is infeasible or not validated, or its validity domain,
+    then the formula it rests on and the code version."""
+    out = []
+    for e in model.get("headline") or []:
+        where = f"**{e.get('system_label') or e['system']}**, {CASE_WORDS.get(e.get('case'), e.get('case'))} @ " \
+                f"{e['link_gbit_s']:g} Gbit/s"
+        if e.get("status") == "validated":
+            what = f"{e.get('value_text')}; {e.get('validity_text') or 'validity domain not recorded'}"
+            if e.get("bytes_moved") is not None:
+                what += f"; {format_bytes(e['bytes_moved'])} moved"
+        else:
+            what = f"{e.get('status')}: {e.get('reason') or 'no reason given'}"
+            if e.get("validity_text"):
+                what += f" (validity: {e['validity_text']})"
+        out.append(f"{where}: {what}.")
+    return out
+
+
+def headline_bases(model: dict[str, Any]) -> list[str]:
+    """Each system's formula and budget once per case and link (the arithmetic behind the cells)."""
+    out = []
+    for e in model.get("headline") or []:
+        version = f" Code version: {e['version'][:12]}." if e.get("version") else ""
+        out.append(f"{e.get('system_label') or e['system']}, {CASE_WORDS.get(e.get('case'), e.get('case'))} @ "
+                   f"{e['link_gbit_s']:g} Gbit/s: {e.get('basis') or MISSING}.{version}")
+    return out
 
 
 def headline_cases(model: dict[str, Any]) -> list[HeadlineCase] | None:
@@ -130,51 +182,48 @@ def headline_cases(model: dict[str, Any]) -> list[HeadlineCase] | None:
     for case in cases:
         es = [e for e in entries if e.get("case") == case]
         systems = systems_of(es)
-        label = {e["system"]: e.get("system_label") or label(e["system"]) for e in es}
+        names = {e["system"]: e.get("system_label") or label(e["system"]) for e in es}
         links = sorted({float(e["link_gbit_s"]) for e in es})
         cell = {(e["system"], float(e["link_gbit_s"])): e for e in es}
         rows = [[f"{g:g} Gbit/s"] + [headline_cell(cell[(s, g)]) if (s, g) in cell else MISSING for s in systems]
                 for g in links]
-        basis = []
-        for s in systems:
-            for g in links:
-                e = cell.get((s, g))
-                if e is None:
-                    continue
-                line = f"**{label[s]}** @ {g:g} Gbit/s: {e.get('basis') or MISSING}"
-                if e.get("status") == "validated" and e.get("bytes_moved") is not None:
-                    line += f"; {format_bytes(e['bytes_moved'])} moved"
-                if e.get("validations"):
-                    line += "; held-out checks: " + ", ".join(e["validations"])
-                basis.append(line + ".")
-        out.append(HeadlineCase(es[0].get("title") or str(case), ["link"] + [label[s] for s in systems], rows, basis))
+        out.append(HeadlineCase(es[0].get("title") or str(case), ["link"] + [names[s] for s in systems], rows,
+                                headline_notes({"headline": es})))
     return out
 
 
-def headline_markdown(model: dict[str, Any]) -> list[str]:
-    cases = headline_cases(model)
+def headline_markdown(model: dict[str, Any], figure: Any = None) -> list[str]:
     lines = ["## Headline", ""]
-    if cases is None:
+    if model.get("headline") is None:
         return lines + [NO_HEADLINE, ""]
-    if not cases:
+    table = headline_table(model)
+    if table is None:
         return lines + [EMPTY_HEADLINE, ""]
-    lines += [HEADLINE_NOTE, ""]
-    for c in cases:
-        lines += [f"### {c.title}", "", md_table(c.head, c.rows), ""] + [f"- {b}" for b in c.basis] + [""]
+    if figure is not None:
+        lines += [f"![{figure.title}](figures/{figure.name}.png)", "", f"*{figure.caption}*", ""]
+    lines += [HEADLINE_NOTE, "", md_table(*table), ""]
+    titles = sorted({f"{CASE_WORDS.get(e.get('case'), e.get('case'))}: {e.get('title')}" for e in model["headline"]})
+    lines += [f"- {t}" for t in titles] + [""]
+    if model.get("leaves_out"):
+        lines += [f"**What \"hours at 1 Gbps\" leaves out.** {model['leaves_out']}", ""]
+    lines += ["### Why each cell reads as it does", ""] + [f"- {n}" for n in headline_notes(model)] + [""]
+    lines += ["### The arithmetic behind each cell", ""] + [f"- {b}" for b in headline_bases(model)] + [""]
     return lines
 
 
-def headline_html(model: dict[str, Any]) -> str:
-    cases = headline_cases(model)
-    if cases is None:
-        return f"<h2>Headline</h2><p>{md_inline(NO_HEADLINE)}</p>"
-    if not cases:
-        return f"<h2>Headline</h2><p>{md_inline(EMPTY_HEADLINE)}</p>"
-    return (f"<h2>Headline</h2><p>{md_inline(HEADLINE_NOTE)}</p>"
-            + "".join(f"<h3>{md_inline(c.title)}</h3>" + html_table(c.head, c.rows)
-                      + "<ul>" + "".join(f"<li>{md_inline(b)}</li>" for b in c.basis) + "</ul>" for c in cases))
+def headline_html(model: dict[str, Any], figure: Any = None) -> str:
+    body = md_to_html("\n".join(headline_markdown(model, None)[2:]))  # the Markdown less its "## Headline"
+    return "<h2>Headline</h2>" + (_figure_html(figure) if figure is not None else "") + body
 
 
+def _figure_html(f: Any) -> str:
+    import base64
+    import html
 
-__all__ = ["EMPTY_HEADLINE", "HEADLINE_NOTE", "NO_HEADLINE", "HeadlineCase", "headline_cases", "headline_cell",
-           "headline_html", "headline_markdown", "model_markdown"]
+    b64 = base64.b64encode(f.png).decode("ascii")
+    return (f"<figure><img alt='{html.escape(f.title)}' src='data:image/png;base64,{b64}'>"
+            f"<figcaption>{md_inline(f.caption)}</figcaption></figure>")
+
+
+__all__ = ["EMPTY_HEADLINE", "HEADLINE_NOTE", "NO_HEADLINE", "HeadlineCase", "headline_bases", "headline_cases",
+           "headline_cell", "headline_html", "headline_markdown", "headline_notes", "headline_table", "model_markdown"]

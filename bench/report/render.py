@@ -18,6 +18,7 @@ from bench import results
 from bench.analysis.aggregate.tables import DEFAULT_OUT as DEFAULT_AGG
 from bench.analysis.aggregate.tables import TABLES
 from bench.report.figures import FIGURES, Figure
+from bench.report.headline_figure import fig_headline
 from bench.report.format import label, systems_of
 from bench.report.sections import REPORT, View, render_html, render_markdown
 from systems.registry import PROFILES
@@ -54,13 +55,13 @@ def title(t) -> str:
     return "Partition reassignment: " + " vs ".join(label(s) for s in systems)
 
 
-def view(t, model: dict[str, Any], figs: list[Figure]) -> View:
+def view(t, model: dict[str, Any], figs: list[Figure], headline: Figure | None = None) -> View:
     """The report's view: configurations and link fills with systems in registry order."""
     order = {s: i for i, s in enumerate(systems_of(t["configs"]))}
     configs = sorted(t["configs"], key=lambda c: (c["scenario"] or "", order[c["system"]], c["config_label"] or ""))
     lorder = {s: i for i, s in enumerate(systems_of(t["move_links"]))}
     links = sorted(t["move_links"], key=lambda m: (lorder[m["system"]], m["run_key"]))
-    return View(t, configs, links, label, model, model.get("notes"), None, figs)
+    return View(t, configs, links, label, model, model.get("notes"), None, figs, headline)
 
 
 def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | os.PathLike[str] = DEFAULT_REPORT
@@ -69,10 +70,11 @@ def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | o
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figs = [f for f in (make(t) for make in FIGURES) if f is not None]
-    for f in figs:
+    head = fig_headline(t, model) if model.get("headline") else None
+    for f in figs + ([head] if head is not None else []):
         (out / "figures" / f"{f.name}.png").write_bytes(f.png)
     synthetic = [r["run_key"] for r in t["runs"] if r.get("synthetic")]
-    v = view(t, model, figs)
+    v = view(t, model, figs, head)
     (out / "report.md").write_text(report_markdown(v, synthetic), encoding="utf-8")
     (out / "report.html").write_text(report_html(v, synthetic), encoding="utf-8")
     return {"html": out / "report.html", "markdown": out / "report.md", "figures": out / "figures"}

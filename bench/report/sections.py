@@ -37,6 +37,7 @@ class View:
     notes: dict[str, str] | None = None  # systems without a model, and why
     headline: list[dict[str, Any]] | None = None  # the headline inside the model section (summary.md)
     figures: list[Any] = field(default_factory=list)  # bench.report.figures.Figure
+    headline_figure: Any = None  # the answer at a glance, the headline's (bench.report.figures.fig_headline)
 
 
 Text = str | Callable[[View], str]
@@ -114,10 +115,10 @@ class Headline:
         return True
 
     def to_markdown(self, v: View) -> list[str]:
-        return headline_markdown(v.model)
+        return headline_markdown(v.model, v.headline_figure)
 
     def to_html(self, v: View) -> str:
-        return headline_html(v.model)
+        return headline_html(v.model, v.headline_figure)
 
 
 class Figures:

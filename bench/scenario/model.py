@@ -33,7 +33,8 @@ _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 class Topic(Model):
     name: str
-    partitions: Annotated[int, Field(strict=True, ge=1)]
+    # The placement lists every partition: bounded so that a typo cannot exhaust memory.
+    partitions: Annotated[int, Field(strict=True, ge=1, le=100_000)]
     # None: the system's production default (its profile: replication 3, shared storage 1).
     replication_factor: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
     # None: the topic is served by the workload's shared producer pool. Given (for every topic):

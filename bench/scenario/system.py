@@ -139,11 +139,16 @@ def reads(profile: SystemProfile) -> frozenset[str]:
     return frozenset(own | (set() if profile.launched else set(UNLAUNCHED_FIELDS)))
 
 
+MAX_BROKERS = 1000  # a scenario's brokers (system.brokers)
+
+
 class _SystemRules(Model):
     """The rules of the system section; :data:`System` adds the settings and the remaining fields."""
 
     kind: str  # a registered system (systems/registry.py)
-    brokers: Annotated[int, Field(strict=True, ge=1)]
+    # The validator and the runner walk every broker id: a bound keeps a typo from exhausting memory
+    # (far above what one machine starts; an external cluster names the brokers it uses).
+    brokers: Annotated[int, Field(strict=True, ge=1, le=MAX_BROKERS)]
 
     @field_validator("client", check_fields=False)
     @classmethod

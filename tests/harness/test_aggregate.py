@@ -137,16 +137,22 @@ def test_models_and_held_out_check(agg):
     model = json.loads((agg.out_dir / "model.json").read_text())
     assert {h["case"] for h in model["headline"]} == {"partition", "cluster"}
     # the copy model has no throttle or ingest check here: its projections are not validated
-    copy = [h for h in model["headline"] if h["system"] == "replication"]
-    assert all(h["status"] == "not validated" and h["value_s"] is None and "throttle" in h["reason"] for h in copy)
-    # the shared model passed its size check, but no open was measured with an object count: an
-    # 8.2 TB partition's open is beyond what was measured
-    shared = next(h for h in model["headline"] if h["system"] == "shared" and h["case"] == "partition")
-    assert shared["status"] == "not validated" and shared["value_s"] is None and "objects" in shared["reason"]
+    copy = {(h["case"], h["link_gbit_s"]): h for h in model["headline"] if h["system"] == "replication"}
+    assert all(h["value_s"] is None for h in copy.values())
+    # at 1 Gbit/s replication (200 MB/s) and one group's reads (100 MB/s) fill the leader's link
+    assert copy[("partition", 1.0)]["status"] == "infeasible" and "300 MB/s >= its 125 MB/s" in copy[("partition", 1.0)]["reason"]
+    assert copy[("partition", 10.0)]["status"] == "not validated" and "throttle" in copy[("partition", 10.0)]["reason"]
+    # the shared model passed its size check, but its 8.2 TB partition is not validated (these runs
+    # have no emulated links: no budget check; no open measured with many objects)
+    shared = {h["link_gbit_s"]: h for h in model["headline"] if h["system"] == "shared" and h["case"] == "partition"}
+    assert shared[1.0]["status"] == "infeasible"
+    assert shared[10.0]["status"] == "not validated" and shared[10.0]["value_s"] is None
+    assert "budget" in shared[10.0]["reason"] and "objects opened" in shared[10.0]["validity_text"]
     assert model["validity"]["shared"]["validated"]
     assert model["grid"]["points"] >= 100_000
     proj = {(p["system"], p["link_gbit_s"], p["size_label"]): p for p in agg.tables["projection"]}
-    assert proj[("replication", 1.0, "8.2 TB")]["move_time"] == "not validated"
+    assert proj[("replication", 1.0, "8.2 TB")]["move_time"] == "infeasible"
+    assert proj[("replication", 10.0, "8.2 TB")]["move_time"] == "not validated"
     assert len(agg.tables["configs"]) == 11
     tl = [x for x in agg.tables["timeline"] if x["run_key"].endswith("shared-1048576")]
     assert sum(x["sent"] for x in tl) == next(r["sends"] for r in agg.tables["runs"] if r["run_key"].endswith("shared-1048576"))

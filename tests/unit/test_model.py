@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -29,7 +30,7 @@ def copy_pt(size, throttle=6.25e6, rate=200, c=0.8, e=0.85, noise=0.0, rng=None,
     if noise:
         t *= 1 + rng.gauss(0, noise)
     return MovePoint("replication", key or f"c-{size}-{throttle}-{rate}-{rng.random() if rng else 0}", t, B, throttle,
-                     r, params=params(size, throttle, rate))
+                     r, params=params(size, throttle, rate), link_demand=(2 * r + throttle) / 12.5e6)
 
 
 def tiered_pt(size, tail, throttle=6.25e6, rate=200, c=1.2, e=0.8, key=None, named=True, **extra):
@@ -221,3 +222,69 @@ def test_a_tiered_size_check_says_the_copy_does_not_grow_with_the_size():
                for v in size), size
     thr = [v for v in val if v["axis"] == "throttle"]
     assert thr and all(v["status"] == "ok" for v in thr) and abs(thr[0]["error_pct"]) < 1e-3
+
+
+# --- the rules a check cannot break (issue 29) ---------------------------------------------
+
+
+def test_a_fit_whose_training_set_holds_the_held_out_value_is_refused():
+    pts = [copy_pt(s, key=f"{s}") for s in (1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB)]
+    with pytest.raises(mdl.FitRefused, match="at or beyond the held-out size"):
+        fit_model(pts, "replication", held_out=("size", 64 * MiB))
+    # strictly smaller values only: the same points less the held-out one fit
+    assert fit_model(pts[:3], "replication", held_out=("size", 64 * MiB)).n == 3
+    # every check of validate() obeys it: its training values all lie below the held-out one
+    for v in validate(pts, "replication"):
+        assert all(x < v["held_out"]["size"] for x in v["train_values"])
+
+
+def test_runs_of_two_code_versions_are_never_pooled():
+    a = [replace(copy_pt(s, key=f"a{s}"), version="aaa") for s in (1 * MiB, 8 * MiB, 32 * MiB)]
+    b = [replace(copy_pt(64 * MiB, key="b"), version="bbb")]
+    with pytest.raises(mdl.FitRefused, match="2 code versions .aaa, bbb."):
+        fit_model(a + b, "replication")
+    assert fit_model(a + b, "replication", pool_versions=True).n == 4
+    m = fit_model(a, "replication")
+    assert m.version == "aaa"
+    # a held-out check never crosses versions: 64 MiB of another commit is no test of the others
+    assert not [v for v in validate(a + b, "replication") if v["status"] in ("ok", "failed")]
+    dirty = [replace(p, version="aaa+dirty") for p in a]
+    with pytest.raises(mdl.FitRefused):
+        fit_model(a + dirty, "replication")
+
+
+def test_a_held_out_prediction_uses_the_scenario_s_nominal_ingest():
+    p = copy_pt(64 * MiB)
+    # the bytes measured during a long move say 3x the scenario's rate: an outcome, not an input
+    measured = replace(p, ingest_bytes_per_s=3 * p.ingest_bytes_per_s)
+    m = fit_model([copy_pt(s) for s in (1 * MiB, 8 * MiB, 32 * MiB)], "replication")
+    assert mdl.predict_point(m, measured) == pytest.approx(mdl.predict_point(m, p))
+    assert mdl.nominal_ingest(measured) == 200 * 4096.0
+    # no scenario settings at all: the measured rate is all there is
+    bare = replace(measured, params=())
+    assert mdl.nominal_ingest(bare) == measured.ingest_bytes_per_s
+
+
+def test_fits_keep_physical_parameters():
+    # moves faster than their cap allows (e > 1) with a negative intercept: both clamp
+    pts = [MovePoint("replication", f"k{s}", -0.3 + s / (1.3 * 6.25e6), float(s), 6.25e6, 0.0,
+                     params=params(s, rate=0.0001)) for s in (4 * MiB, 16 * MiB, 64 * MiB)]
+    m = fit_model(pts, "replication")
+    assert m.fixed_s >= 0 and 0 < m.efficiency <= 1.0
+    assert any("physical bounds" in a for a in m.assumptions)
+    sh = [shared_pt(s, tail, objects=2, c=0.01, u=2.0, key=f"s{tail}") for s, tail in
+          ((1 * MiB, 3e6), (8 * MiB, 10e6), (32 * MiB, 20e6))]
+    h = fit_model(sh, "shared")
+    assert h.fixed_s >= 0 and 0 < h.efficiency <= 1.0
+
+
+def test_families_are_keyed_by_every_effective_setting():
+    a = copy_pt(8 * MiB)
+    other = {"system_extra": '{"num.io.threads": 2}', "prefill_batch_bytes": 16384, "workload.linger_ms": 250}
+    for k, v in other.items():
+        b = replace(a, params=tuple(sorted(dict(a.params, **{k: v}).items())))
+        assert mdl.family_key(a, "size") != mdl.family_key(b, "size"), k
+    # the axis' own matrix name never splits its family
+    c = replace(a, params=tuple(sorted(dict(a.params, **{"prefill.bytes_per_partition": 1}).items())))
+    assert mdl.family_key(a, "size") == mdl.family_key(c, "size")
+    assert mdl.family_key(a, "size") != mdl.family_key(replace(a, version="x"), "size")

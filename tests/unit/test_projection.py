@@ -6,8 +6,11 @@ import math
 
 import pytest
 
+from dataclasses import replace
+
 from bench.analysis import model as mdl
 from bench.analysis import projection
+from bench.analysis.model.budget import LinkBudget
 from tests.unit.test_model import MiB, copy_pt, shared_pt, tiered_pt
 
 
@@ -22,30 +25,91 @@ def _sims(models):
              "moves": 900} for s in models for g in projection.HEADLINE_LINKS_GBIT]
 
 
-def test_a_validated_copy_model_projects_the_article_example():
-    pts = _copy()
-    m = mdl.fit_model(pts, "replication")
+GBIT = 125e6
+
+
+def _budget_pt(pt, link=GBIT, rf=3, **extra):
+    """``pt`` moved without a throttle on a ``link``: what the link leaves after replication caps
+    it (the budget check's moves)."""
+    fam = mdl.family_of(pt.system)
+    r = mdl.nominal_ingest(pt)
+    b = LinkBudget(link, tuple(fam.steady_terms(r, rf, 0)))
+    cap = b.cap(None)
+    t = pt.move_seconds - pt.move_seconds + 0.8 + pt.partition_bytes / (0.85 * cap - r)
+    prm = dict(pt.params, replication_throttle_bytes_per_s=None, link_rate=f"{link * 8 / 1e6:g}mbit", **extra)
+    return replace(pt, run_key=pt.run_key + "-budget", move_seconds=t, cap_bytes_per_s=cap,
+                   params=tuple(sorted(prm.items())), link_demand=(b.steady + link) / link)
+
+
+def _production_copy():
+    """Copies at production-like rates (20-50 MB/s throttles on a 1 Gbit/s link) and unthrottled
+    ones the link budget caps: every check the headline needs, within every bound at 10 Gbit/s."""
+    def pt(size, th, rate, key):
+        p = copy_pt(size, th, rate, key=key)
+        return replace(p, params=tuple(sorted(dict(p.params, link_rate="1000mbit").items())),
+                       link_demand=(2 * rate * 4096.0 + th) / GBIT)
+    pts = [pt(s, 40e6, 200, f"{s}-{k}") for s in (1 * MiB, 8 * MiB, 32 * MiB, 64 * MiB) for k in range(3)]
+    pts += [pt(16 * MiB, th, rate, f"{th}-{rate}") for th in (20e6, 30e6, 50e6) for rate in (1000, 2000, 4000)]
+    pts += [_budget_pt(pt(64 * MiB, 40e6, 200, f"b{k}")) for k in range(3)]
+    return pts
+
+
+def test_steady_traffic_that_fills_the_link_is_infeasible_with_the_arithmetic():
+    pts = _production_copy()
+    m = mdl.fit_model([p for p in pts if not p.link_demand or p.link_demand < 1], "replication")
+    v = projection.validity("replication", mdl.validate(pts, "replication"))
+    r1 = projection.partition_case("replication", m, v, 1.0, 8.2e12, "8.2 TB", mdl.validate(pts, "replication"))
+    assert r1["status"] == "infeasible" and r1["move_seconds"] is None and r1["bytes_moved"] is None
+    # 2 followers x 100 MB/s + 1 group x 100 MB/s = 300 MB/s >= 125 MB/s
+    assert "replication to 2 followers 200 MB/s" in r1["reason"] and "300 MB/s >= its 125 MB/s link" in r1["reason"]
+    b = LinkBudget(125e6, (("a", 100e6), ("b", 25e6)))
+    assert b.infeasible and LinkBudget(125e6, (("a", 100e6),)).cap(None) == 25e6
+    assert LinkBudget(125e6, (("a", 100e6),)).cap(10e6) == 10e6 and not LinkBudget(None, ()).infeasible
+
+
+def test_a_validated_copy_model_projects_the_article_partition_with_its_validity_domain():
+    pts = _production_copy()
     val = mdl.validate(pts, "replication")
+    budget = [x for x in val if x["axis"] == "budget"]
+    assert budget and all(x["status"] == "ok" for x in budget)
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "replication")
     v = projection.validity("replication", val)
-    assert v.validated and set(v.axes) == {"size", "throttle", "ingest"} and v.error_pct < 1e-3
-    rows = projection.table_rows({"replication": m}, {"replication": v})
-    r1 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 1.0)
+    assert v.validated and {"size", "throttle", "ingest"} <= set(v.axes) and v.error_pct < 1e-3, v
+    rows = projection.table_rows({"replication": m}, {"replication": v}, val)
     r10 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 10.0)
-    # 100 MB/s of ingest against 0.85 x 125 MB/s: ~6 MB/s net; at 10 Gbit/s ~960 MB/s net
-    assert r1["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 125e6 - 100e6), rel=1e-3)
-    assert r10["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 1250e6 - 100e6), rel=1e-3)
+    # the leader's 1250 MB/s less 200 MB/s to its followers and 100 MB/s to its readers
+    assert r10["status"] == "validated" and r10["cap_bytes_per_s"] == pytest.approx(950e6)
+    assert r10["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 950e6 - 100e6), rel=1e-3)
     assert r10["bytes_moved"] == pytest.approx(8.2e12 + 100e6 * (r10["move_seconds"] - 0.8), rel=1e-6)
+    rate = r10["validity"]["rate"]
+    # the largest held-out rate is the budget check's: 125 MB/s less 2 x 0.82 MB/s of replication
+    assert rate["held_out_max"] == pytest.approx(125e6 - 2 * 200 * 4096.0)
+    assert rate["factor"] == pytest.approx(950e6 / rate["held_out_max"]) and rate["within"]
+    assert r10["validity"]["bytes"]["factor"] > 1e4 and "extrapolated" in r10["validity_text"]
+
+
+def test_a_projection_beyond_an_axis_bound_reads_not_validated_extrapolation():
+    pts = _copy() + [_budget_pt(copy_pt(64 * MiB, key=f"b{k}"), link=12.5e6) for k in range(3)]
+    val = mdl.validate(pts, "replication")
+    m = mdl.fit_model(_copy(), "replication")
+    v = projection.validity("replication", val)
+    assert v.validated
+    r10 = projection.partition_case("replication", m, v, 10.0, 8.2e12, "8.2 TB", val)
+    assert r10["status"] == "not validated" and r10["move_seconds"] is None
+    assert r10["reason"].startswith("extrapolation: the move's rate 950 MB/s is") and "(bound 30x)" in r10["reason"]
 
 
 def test_ingest_beyond_the_copy_rate_never_finishes():
-    pts = _copy()
-    m = mdl.fit_model(pts, "replication")
-    v = projection.validity("replication", mdl.validate(pts, "replication"))
-    never = projection.partition_case("replication", m, v, 0.5, 8.2e12, "8.2 TB")  # 62.5 MB/s link
+    pts = _production_copy()
+    val = mdl.validate(pts, "replication")
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "replication")
+    v = projection.validity("replication", val)
+    never = projection.partition_case("replication", m, v, 3.0, 8.2e12, "8.2 TB", val)  # 75 MB/s left
     assert never["never"] and never["move_seconds"] is None and never["validated"]
-    h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}),
-                            {"replication": v})
-    assert all(x["status"] == "validated" and x["value_text"] for x in h)
+    h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}), {"replication": v}, val)
+    assert {(x["case"], x["link_gbit_s"]): x["status"] for x in h} == {
+        ("partition", 1.0): "infeasible", ("partition", 10.0): "validated", ("partition", 25.0): "validated",
+        ("cluster", 1.0): "infeasible", ("cluster", 10.0): "validated", ("cluster", 25.0): "validated"}
 
 
 def test_a_broken_fit_of_one_size_is_not_validated_and_shows_no_number():
@@ -56,10 +120,10 @@ def test_a_broken_fit_of_one_size_is_not_validated_and_shows_no_number():
     v = projection.validity("replication", val)
     assert not v.validated and "size" in v.reason and v.error_pct is None
     h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}), {"replication": v})
-    assert h and all(x["status"] == "not validated" and x["value_s"] is None and x["value_text"] is None
-                     and x["bytes_moved"] is None and x["reason"] for x in h)
+    assert h and all(x["status"] in ("not validated", "infeasible") and x["value_s"] is None
+                     and x["value_text"] is None and x["bytes_moved"] is None and x["reason"] for x in h)
     rows = projection.table_rows({"replication": m}, {"replication": v})
-    assert all(r["move_seconds"] is None and r["move_time"] == "not validated" for r in rows)
+    assert all(r["move_seconds"] is None and r["move_time"] in ("not validated", "infeasible") for r in rows)
 
 
 def test_a_failed_check_blocks_the_projection_with_its_error():
@@ -70,37 +134,68 @@ def test_a_failed_check_blocks_the_projection_with_its_error():
     assert not v.validated and "4 GiB" in v.reason and "+41.0 %" in v.reason
 
 
+def _production_shared(big_objects=20_000, big_tail=60e6):
+    """Handovers on a 1 Gbit/s link (100 MB/s upload cap) whose largest held-out move has a
+    ``big_tail`` and ``big_objects``, and unthrottled ones the link budget caps."""
+    def pt(size, tail, n, cap=100e6, key=None, demand=None):
+        p = shared_pt(size, tail, objects=n, per_obj=2e-5, cap=cap, key=key)
+        return replace(p, params=tuple(sorted(dict(p.params, link_rate="1000mbit").items())),
+                       link_demand=demand if demand is not None else (2 * 0.8192e6 + cap) / GBIT)
+    pts = [pt(s, tail, n) for s, tail, n in ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5),
+                                             (64 * MiB, big_tail, big_objects))]
+    left = GBIT - 2 * 0.8192e6  # the WAL and the uploads of 0.82 MB/s
+    pts += [pt(64 * MiB, 50e6, 9, cap=left, key=f"b{k}", demand=(GBIT - left + GBIT) / GBIT) for k in range(2)]
+    return pts
+
+
 def test_the_cluster_case_also_needs_a_passing_rebalance_check():
-    pts = [shared_pt(s, tail, objects=n, per_obj=2e-5) for s, tail, n in
-           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 20_000))]
-    m = mdl.fit_model(pts, "shared")
+    pts = _production_shared()
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "shared")
     val = mdl.validate(pts, "shared")
     v = projection.validity("shared", val)
     sv = projection.validity("shared", val, ("rebalance",))
     assert v.validated and not sv.validated and "rebalance" in sv.reason
-    h = projection.headline({"shared": m}, {"shared": v}, _sims({"shared": m}), {"shared": sv})
-    part = [x for x in h if x["case"] == "partition"]
+    h = projection.headline({"shared": m}, {"shared": v}, _sims({"shared": m}), {"shared": sv}, val)
+    part = {x["link_gbit_s"]: x for x in h if x["case"] == "partition"}
     clus = [x for x in h if x["case"] == "cluster"]
-    assert all(x["status"] == "validated" and math.isfinite(x["value_s"]) for x in part)
-    assert all(x["status"] == "not validated" and x["value_s"] is None for x in clus)
+    # the owner's WAL, uploads and one group's reads: 300 MB/s, more than a 1 Gbit/s link
+    assert part[1.0]["status"] == "infeasible" and "300 MB/s >= its 125 MB/s link" in part[1.0]["reason"]
+    assert all(part[g]["status"] == "validated" and math.isfinite(part[g]["value_s"]) for g in (10.0, 25.0))
+    assert all(x["status"] in ("not validated", "infeasible") and x["value_s"] is None for x in clus)
 
 
 def test_a_shared_open_far_beyond_the_measured_objects_is_not_projected():
-    pts = [shared_pt(s, tail, objects=n, per_obj=2e-5) for s, tail, n in
-           ((1 * MiB, 3e6, 1), (8 * MiB, 10e6, 2), (32 * MiB, 2e6, 5), (64 * MiB, 6e6, 1_000))]
-    m = mdl.fit_model(pts, "shared")
-    v = projection.validity("shared", mdl.validate(pts, "shared"))
+    pts = _production_shared(big_objects=1_000)
+    val = mdl.validate(pts, "shared")
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "shared")
+    v = projection.validity("shared", val)
     assert v.validated
-    small = projection.partition_case("shared", m, v, 1.0, 1e9, "1 GB")  # 15 objects of 64 MiB
-    big = projection.partition_case("shared", m, v, 1.0, 8.2e12, "8.2 TB")  # 122,190 objects
+    small = projection.partition_case("shared", m, v, 10.0, 1e9, "1 GB", val)  # 15 objects of 64 MiB
+    big = projection.partition_case("shared", m, v, 10.0, 8.2e12, "8.2 TB", val)  # 122,190 objects
     assert small["validated"] and small["move_seconds"] > 0
-    assert not big["validated"] and big["move_seconds"] is None and "beyond 10x the 1,000 measured" in big["reason"]
+    assert not big["validated"] and big["move_seconds"] is None
+    assert "objects opened 122,190 is 122x the largest held-out 1,000 (bound 10x)" in big["reason"]
 
 
-def _tiered():
-    pts = [tiered_pt(s, 12 * MiB, key=f"{s}-{k}") for s in (64 * MiB, 512 * MiB) for k in range(2)]
-    pts += [tiered_pt(128 * MiB, 20 * MiB, th, rate, key=f"{th}-{rate}") for th in (2.5e6, 3.75e6, 6.25e6)
-            for rate in (50, 100, 200)]
+def _tiered(throttles=(2.5e6, 3.75e6, 6.25e6), rates=(50, 100, 200), link="100mbit"):
+    pts = [tiered_pt(s, 12 * MiB, link_rate=link, key=f"{s}-{k}") for s in (64 * MiB, 512 * MiB) for k in range(2)]
+    pts += [tiered_pt(128 * MiB, 20 * MiB, th, rate, link_rate=link, key=f"{th}-{rate}") for th in throttles
+            for rate in rates]
+    return pts
+
+
+def _production_tiered():
+    link = GBIT
+    pts = [replace(p, link_demand=(3 * mdl.nominal_ingest(p) + p.cap_bytes_per_s) / link)
+           for p in _tiered((20e6, 30e6, 50e6), (1000, 2000, 4000), "1000mbit")]
+    for k in range(2):  # unthrottled: the link less 2 followers' replication and the uploads
+        p = tiered_pt(128 * MiB, 20 * MiB, 40e6, 1000, link_rate="1000mbit", key=f"b{k}")
+        r = mdl.nominal_ingest(p)
+        cap = link - 3 * r
+        t = 1.2 + p.copy_bytes / (0.8 * cap - r)
+        prm = dict(p.params, replication_throttle_bytes_per_s=None)
+        pts.append(replace(p, move_seconds=t, cap_bytes_per_s=cap, params=tuple(sorted(prm.items())),
+                           link_demand=(3 * r + link) / link))
     return pts
 
 
@@ -112,16 +207,21 @@ def test_a_tiered_partition_copies_only_what_is_not_tiered():
 
 
 def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
-    pts = _tiered()
-    m = mdl.fit_model(pts, "tiered")
+    pts = _production_tiered()
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "tiered")
     val = mdl.validate(pts, "tiered")
     v = projection.validity("tiered", val)
     assert v.validated and {"throttle", "ingest"} <= set(v.axes), v
-    rows = projection.table_rows({"tiered": m}, {"tiered": v})
+    rows = projection.table_rows({"tiered": m}, {"tiered": v}, val)
+    cap = 1250e6 - 400e6  # 2 followers, one group's reads and the uploads
+    # 1 GB: smaller than the local tail, copied whole (no assumption about what is tiered)
+    r1 = next(r for r in rows if r["size_label"] == "1 GB" and r["link_gbit_s"] == 10.0)
+    assert r1["status"] == "validated", r1["reason"]
+    assert r1["move_seconds"] == pytest.approx(1.2 + 1e9 / (0.8 * cap - 100e6), rel=1e-3)
+    assert r1["bytes_moved"] == pytest.approx(1e9 + 100e6 * (r1["move_seconds"] - 1.2), rel=1e-6)
+    # 8.2 TB: the new replica copies only the assumed local tail: not validated, and says so
     r10 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 10.0)
-    copied = 2**30 + 100e6 * 30
-    assert r10["move_seconds"] == pytest.approx(1.2 + copied / (0.8 * 1250e6 - 100e6), rel=1e-3)
-    assert r10["bytes_moved"] == pytest.approx(copied + 100e6 * (r10["move_seconds"] - 1.2), rel=1e-6)
+    assert r10["status"] == "not validated" and "assumption" in r10["reason"] and r10["move_seconds"] is None
     assert "KIP-1023" in r10["basis"] and "L = min(8.2 TB" in r10["basis"]
     # without its throttle and ingest checks it is not validated, and says what to run
     only_size = pts[:4]
@@ -146,3 +246,21 @@ def test_a_system_without_a_model_stays_in_the_headline_saying_why():
                                                             for g in projection.HEADLINE_LINKS_GBIT}
     assert all(r["status"] == "not validated" and r["value_s"] is None and "need at least 2" in r["reason"]
                and r["system_label"] == "tiered storage (Kafka KIP-405)" for r in rows)
+
+
+def test_a_move_s_link_is_the_one_in_force_on_its_brokers_at_the_request():
+    from types import SimpleNamespace
+
+    from bench.analysis.aggregate.discovery import StoredRun
+    from bench.check.view import Event
+
+    def step(ts, broker, rate):
+        return Event("action_start", ts, None, None, {"action": "set_link_rate", "node": f"broker-{broker}",
+                                                     "rate": rate})
+    events = [step(10.0, b, "200mbit") for b in (1, 2, 3, 4)] + [step(20.0, 1, "1gbit"), step(20.0, 4, "1gbit")]
+    view = SimpleNamespace(events_named=lambda name: [e for e in events if e.event == name])
+    r = StoredRun(0, "k", None, {"params": {"link_rate": "100mbit", "brokers": 4}}, [], view=view)
+    assert r.link_at(5.0) == "100mbit" and r.link_at(12.0, {1, 4}) == "200mbit"
+    assert r.link_at(25.0, {1, 4}) == "1gbit" and r.link_at(25.0, {1, 2}) == "200mbit"
+    assert r.link_at(25.0) == "200mbit"  # every broker's: the lowest
+    assert StoredRun(1, "k", None, {"params": {}}, [], view=view).link_at(25.0) is None  # no emulated link

@@ -29,29 +29,33 @@ def _report(tmp_path, model):
 def test_headline_opens_the_report_and_never_shows_a_number_not_validated(tmp_path):
     entries = [VALIDATED, NOT_VALIDATED,
                {**VALIDATED, "link_gbit_s": 10.0, "value_s": 9180.0, "value_text": "2.55 h", "error_pct": -3.2},
-               {**VALIDATED, "case": "cluster", "title": "A 20-broker cluster rebalanced", "value_text": "3.1 d"}]
-    md, html = _report(tmp_path, {"notes": {}, "headline": entries})
+               {**VALIDATED, "case": "cluster", "title": "A 20-broker cluster rebalanced", "value_text": "3.1 d"},
+               {**VALIDATED, "case": "cluster", "title": "A 20-broker cluster rebalanced", "link_gbit_s": 10.0,
+                "status": "infeasible", "value_s": None, "value_text": None, "reason": "300 MB/s >= 125 MB/s"}]
+    md, html = _report(tmp_path, {"notes": {}, "headline": entries, "leaves_out": "It leaves out replication."})
     # After the title and the synthetic-runs banner, before everything else.
     sections = re.findall(r"^## (.+)$", md, re.M)
     assert sections[0] == "Headline" and sections[1] == "Provenance"
     assert md.index("SYNTHETIC") < md.index("## Headline")
     head = md.split("## Headline", 1)[1].split("\n## ", 1)[0]
-    part = head.split("### One partition ingesting 100 MB/s: one day is 8.2 TB", 1)[1].split("\n### ", 1)[0]
-    rows = [r for r in part.splitlines() if r.startswith("|")]
-    assert rows == ["| link | replication copy (Kafka) | shared storage (AutoMQ-style) |", "|---|---|---|",
-                    "| 1 Gbit/s | 25.5 h (validated, held-out error 4.1 %) | not validated: held-out error 61 % "
-                    "above the 25 % target |",
-                    "| 10 Gbit/s | 2.55 h (validated, held-out error 3.2 %) | – |"]
-    assert ("- **replication copy (Kafka)** @ 1 Gbit/s: t = c + B / (e x T - r), c = 0.5 s, e = 0.9, B = 8.2 TB, "
-            "T = 125 MB/s, r = 100 MB/s; 8.2 TB moved; held-out checks: size, throttle.") in part
-    assert "- **shared storage (AutoMQ-style)** @ 1 Gbit/s: t = c + tail / U + open(objects); held-out checks: size." in part
-    cluster = head.split("### A 20-broker cluster rebalanced", 1)[1]
-    assert "| 1 Gbit/s | 3.1 d (validated, held-out error 4.1 %) |" in cluster
+    # one short table: a row per case and link, a column per system; reasons under it, not in it
+    rows = [r for r in head.splitlines() if r.startswith("|")]
+    assert rows == ["| case | replication copy (Kafka) | shared storage (AutoMQ-style) |", "|---|---|---|",
+                    "| 8.2 TB partition @ 1 Gbit/s | 25.5 h | not validated |",
+                    "| 8.2 TB partition @ 10 Gbit/s | 2.55 h | – |",
+                    "| cluster scale-out @ 1 Gbit/s | 3.1 d | – |",
+                    "| cluster scale-out @ 10 Gbit/s | infeasible | – |"]
+    notes = head.split("### Why each cell reads as it does", 1)[1]
+    assert ("- **shared storage (AutoMQ-style)**, 8.2 TB partition @ 1 Gbit/s: not validated: held-out error 61 % "
+            "above the 25 % target.") in notes
+    assert "- **replication copy (Kafka)**, cluster scale-out @ 10 Gbit/s: infeasible: 300 MB/s >= 125 MB/s." in notes
+    assert ("replication copy (Kafka), 8.2 TB partition @ 1 Gbit/s: t = c + B / (e x T - r), c = 0.5 s, e = 0.9, "
+            "B = 8.2 TB, T = 125 MB/s, r = 100 MB/s.") in head
+    assert "What \"hours at 1 Gbps\" leaves out." in head
     # The not-validated entry's value (and its bytes) appear nowhere, in neither format.
     for text in (md, html):
         assert "7.77" not in text and "550 MB" not in text
-    assert "<h2>Headline</h2>" in html and "<h3>One partition ingesting 100 MB/s: one day is 8.2 TB</h3>" in html
-    assert "<td class=''>not validated: held-out error 61 % above the 25 % target</td>" in html
+    assert "<h2>Headline</h2>" in html and "<td class=''>not validated</td>" in html and "<td class=''>infeasible</td>" in html
     assert html.index("<h2>Headline</h2>") < html.index("<h2>Provenance</h2>")
     # The old line from the projection table is gone; the measured lines stay, further down.
     assert "Projected 8.2 TB move" not in md
@@ -68,7 +72,9 @@ def test_an_aggregate_without_headline_says_it_predates_it(tmp_path):
 
 
 def test_headline_cell():
-    assert headline_cell(VALIDATED) == "25.5 h (validated, held-out error 4.1 %)"
-    assert headline_cell({**VALIDATED, "value_text": None, "error_pct": None}) == "25.5 h (validated)"
-    assert headline_cell(NOT_VALIDATED) == "not validated: held-out error 61 % above the 25 % target"
-    assert headline_cell({**NOT_VALIDATED, "reason": None}) == "not validated: no reason given"
+    assert headline_cell(VALIDATED) == "25.5 h"
+    assert headline_cell({**VALIDATED, "value_text": None}) == "25.5 h"
+    assert headline_cell(NOT_VALIDATED) == "not validated"
+    assert headline_cell({**NOT_VALIDATED, "reason": "extrapolation: the move's rate ..."}) == \
+        "not validated (extrapolation)"
+    assert headline_cell({**NOT_VALIDATED, "status": "infeasible"}) == "infeasible"

@@ -62,9 +62,10 @@ def test_builtin_scenario_loads_and_expands(path):
         assert run.matrix == {}
         # Kept small enough for a quick run on a laptop; users scale up with --set. sweep-shared is
         # the measurement of large partitions (up to 4 GiB) for the shared model's checks,
-        # tiered-move the 1 GiB partition of tiered storage's move (on 1gbit links).
+        # tiered-move the 1 GiB partition of tiered storage's move (on 1gbit links), link-steps
+        # partitions whose copy at 1gbit lasts about a second (the link check's held-out move).
         assert run.workload.duration_s <= 60
-        large = {"sweep-shared": 4 * 2**30, "tiered-move": 2**30}
+        large = {"sweep-shared": 4 * 2**30, "tiered-move": 2**30, "link-steps": 96 * 2**20}
         assert run.prefill.bytes_per_partition <= large.get(sc.name, 64 * 2**20)
 
 

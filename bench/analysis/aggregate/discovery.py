@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.check.view import HistoryView
+from bench.history.names import BROKER_NODE_PREFIX, EVENT_ACTION_START, broker_node
 from bench.scenario import OWN_SETTINGS
 from bench.units import fmt_num, format_bytes, parse_bytes, rate_bits
 from systems.registry import PROFILES
@@ -59,16 +60,35 @@ class StoredRun:
         cap, the move budget's mechanism) and, on emulated links, the links a move crosses (the
         brokers'; the object store's for a system with one), whichever is lowest (None:
         uncapped, on loopback)."""
+        return self.bandwidth_at((self.summary.get("params") or {}).get("link_rate"))
+
+    def bandwidth_at(self, link_rate: Any) -> Any:
+        """:attr:`bandwidth` with the brokers' links at ``link_rate`` (a move's, see :meth:`link_at`)."""
         p = PROFILES.get(self.system)
         caps = []
         for name in {p.bandwidth_param, p.move_budget} - {None} if p is not None else ():
             if self.param(name):
                 caps.append(float(self.param(name)))
-        for key in ("link_rate", "object_store_link_rate"):
-            rate = (self.summary.get("params") or {}).get(key)
+        for rate in (link_rate, (self.summary.get("params") or {}).get("object_store_link_rate")):
             if rate:
                 caps.append(rate_bits(rate) / 8)
         return min(caps) if caps else None
+
+    def link_at(self, ts: float, brokers: Any = ()) -> Any:
+        """The emulated link rate of ``brokers`` (all when empty) in force at ``ts``: the run's
+        ``link_rate``, changed by its ``set_link_rate`` actions before ``ts``; the lowest of them
+        (None: no emulated link). A move's nominal link for the models."""
+        base = (self.summary.get("params") or {}).get("link_rate")
+        if base is None or self.view is None:
+            return base
+        rates: dict[str, Any] = {}
+        for e in sorted(self.view.events_named(EVENT_ACTION_START), key=lambda e: e.ts):
+            if e.ts <= ts and e.detail.get("action") == "set_link_rate" and str(e.detail.get("node", "")).startswith(
+                    BROKER_NODE_PREFIX):
+                rates[str(e.detail["node"])] = e.detail.get("rate")
+        every = range(1, int(self.param("brokers") or 0) + 1)
+        nodes = {broker_node(b) for b in (brokers or every)} or set(rates) | {None}
+        return min((rates.get(n, base) for n in nodes), key=rate_bits)
 
 
 def span_phases(system: str) -> set[str]:

@@ -8,12 +8,15 @@ import json
 import math
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench.analysis import model as mdl
 from bench.analysis import rebalance
 from bench.analysis.aggregate.discovery import StoredRun
+from bench.analysis.model.budget import LinkBudget
+from bench.units import rate_bits
 from bench.check.host import SATURATED_BUSY_PCT
 from systems.registry import PROFILES
 
@@ -64,27 +67,86 @@ def _params_value(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
 
 
+def run_version(summary: dict[str, Any]) -> str | None:
+    """The code a run measured: its commit, ``+dirty`` when the tree had changes (None: unknown)."""
+    git = (summary.get("provenance") or {}).get("git") or {}
+    if not git.get("commit"):
+        return None
+    return git["commit"] + ("+dirty" if git.get("dirty") else "")
+
+
+def move_cap(run: StoredRun | None, fam: mdl.MoveFamily, ingest: float, fallback: float | None,
+             link_rate: Any = None) -> tuple[float | None, float | None]:
+    """A move's cap on its bytes/s and its link demand (:class:`~bench.analysis.model.MovePoint`):
+    the run's own caps (its throttle, object-store cap, move budget) or, when lower, what the
+    sending broker's link leaves after its steady traffic (and, for a system with an object store,
+    the object store's link after the same). ``link_rate``: the brokers' link at the move (default:
+    the run's). Without the run's settings: ``fallback``."""
+    if run is None:
+        return fallback, None
+    prof = PROFILES.get(run.system)
+    settings = [float(run.param(n)) for n in ({prof.bandwidth_param, prof.move_budget} - {None} if prof else ())
+                if run.param(n)]
+    throttle = min(settings) if settings else None
+    params = run.summary.get("params") or {}
+    rf = int(params.get("replication_factor") or (prof.replication_factor if prof else None) or 1)
+    terms = tuple(fam.steady_terms(ingest, rf, 0))
+    links = [rate_bits(x) / 8 for x in (link_rate or params.get("link_rate"), params.get("object_store_link_rate")) if x]
+    if not links:
+        return throttle or fallback, None
+    budgets = [LinkBudget(link, terms) for link in links]
+    cap = min(b.cap(throttle) for b in budgets)
+    tight = min(budgets, key=lambda b: b.left)
+    demand = (tight.steady + min(throttle or math.inf, tight.link_bytes_per_s)) / tight.link_bytes_per_s
+    return (cap if cap > 0 else None), demand
+
+
 def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ()) -> list[mdl.MovePoint]:
     """One model input per measured single-partition move of a reassign / move_set action, with
-    its run's settings (summary.json params) for grouping the held-out checks."""
-    params = {r.run_key: tuple(sorted((k, _params_value(v)) for k, v in (r.summary.get("params") or {}).items()))
+    its run's settings (summary.json params) for grouping the held-out checks, its code version,
+    and its cap from the run's settings and link budget (:func:`move_cap`)."""
+    by_key = {r.run_key: r for r in runs}
+    params = {r.run_key: tuple(sorted((k, _params_value(v)) for k, v in _effective_settings(r).items()))
               for r in runs}
     pts = []
     for m in moves:
-        if (m.get("move_seconds") is None or m.get("partition_bytes") is None or not model_move(m)
-                or mdl.family_of(m["system"]) is None):
+        fam = mdl.family_of(m["system"])
+        if m.get("move_seconds") is None or m.get("partition_bytes") is None or not model_move(m) or fam is None:
             continue
+        run = by_key.get(m["run_key"])
         bw = m.get("bandwidth_bytes_per_s")
-        pts.append(mdl.MovePoint(
+        prm = params.get(m["run_key"], ())
+        if m.get("link_rate_at_request") and dict(prm).get("link_rate"):  # a run that steps its links
+            prm = tuple(sorted({**dict(prm), "link_rate": m["link_rate_at_request"]}.items()))
+        p = mdl.MovePoint(
             m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
             float(bw) if bw else None, float(m.get("ingest_bytes_per_s") or 0.0),
             None if m.get("unuploaded_bytes") is None else float(m["unuploaded_bytes"]),
             None if m.get("objects") is None else float(m["objects"]),
-            None if m.get("open_seconds") is None else float(m["open_seconds"]), params.get(m["run_key"], ()),
+            None if m.get("open_seconds") is None else float(m["open_seconds"]), prm,
             None if m.get("leader_change_ts") is None or m.get("request_ts") is None
             else float(m["leader_change_ts"]) - float(m["request_ts"]),
-            None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"])))
+            None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"]),
+            version=run_version(run.summary) if run is not None else None)
+        cap, demand = move_cap(run, fam, mdl.nominal_ingest(p), p.cap_bytes_per_s, dict(prm).get("link_rate"))
+        pts.append(replace(p, cap_bytes_per_s=cap, link_demand=demand))
     return pts
+
+
+def _effective_settings(r: StoredRun) -> dict[str, Any]:
+    """Every setting that defines a run's configuration: summary.json params plus what its
+    configuration resolved (raw broker configs, client settings, acks, min.insync.replicas, the
+    prefill producer's batch) for summaries whose params predate them."""
+    out = dict(r.summary.get("params") or {})
+    conf = r.summary.get("configuration") or {}
+    for k, v in (conf.get("system_settings") or {}).items():  # each under its own name, as params has them
+        out.setdefault(k, v)
+    for k in ("client_settings", "acks", "min_insync_replicas", "object_store_latency"):
+        if k in conf:
+            out.setdefault(k, conf[k])
+    if "prefill_batch_bytes" not in out and r.scenario is not None:
+        out["prefill_batch_bytes"] = r.scenario.prefill.batch_bytes
+    return out
 
 
 def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str) -> mdl.MoveModel:
@@ -105,27 +167,35 @@ def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]],
             fams[mdl.family_key(p, axis)].append(p)
         return fams
 
+    def same_version(fp: list[mdl.MovePoint]) -> list[mdl.MovePoint]:  # the opens of the fit's own code
+        return [p for p in mine if p.version == fp[0].version]
+
     ok = [v for v in validation if v["system"] == system and v["status"] == "ok" and v["axis"] in order]
     for v in sorted(ok, key=lambda v: (order.index(v["axis"]), -float(v["held_out"].get(v["axis"]) or 0.0))):
         fams = families(v["axis"])
         chosen = next((fk for fk, fp in fams.items() if v["test_runs"][0] in {p.run_key for p in fp}), None)
         if chosen is not None:
-            return mdl.fit_model(fams[chosen], system, mine)
+            return mdl.fit_model(fams[chosen], system, same_version(fams[chosen]))
     first: ValueError | None = None
     for axis in order:
         fams = families(axis)
         chosen = max(fams, key=lambda fk: (len(fams[fk]), str(fk)))
         try:
-            return mdl.fit_model(fams[chosen], system, mine)
+            return mdl.fit_model(fams[chosen], system, same_version(fams[chosen]))
         except ValueError as exc:
             first = first or exc
     raise first  # type: ignore[misc]
 
 
-def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = ()
+def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = (), pool_versions: bool = False
                ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """-> ({"models", "notes", "validation"}, {"model_fit", "model_validation"} rows)."""
+    """-> ({"models", "notes", "validation"}, {"model_fit", "model_validation"} rows). Each fit
+    and check rests on the runs of one code version; ``pool_versions`` pools them (the models
+    then name every version)."""
     pts = move_points(moves, runs)
+    if pool_versions:
+        pooled = ", ".join(sorted({p.version or "unknown" for p in pts}))
+        pts = [replace(p, version=f"pooled: {pooled}") for p in pts]
     models: dict[str, mdl.MoveModel] = {}
     notes: dict[str, str] = {}
     validation: list[dict[str, Any]] = []

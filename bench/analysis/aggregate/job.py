@@ -38,12 +38,14 @@ class AggregateResult:
 
 def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str] = DEFAULT_OUT, *,
               spark=None, master: str | None = None, quantiles: str = "exact",
-              accuracy: int = APPROX_ACCURACY, write: bool = True, project: bool = True) -> AggregateResult:
+              accuracy: int = APPROX_ACCURACY, write: bool = True, project: bool = True,
+              pool_versions: bool = False) -> AggregateResult:
     """Discover runs under ``roots``, aggregate them with Spark, fit the models, project them
     (``project``: the grid and cluster simulations, :mod:`bench.analysis.projection`), write the
     tables and model.json (``write``; summary.md is the report's: bench.report.summary).
 
     ``spark``: an existing session (kept running); otherwise one is started and stopped here.
+    ``pool_versions``: let a model rest on runs of more than one code version (never by default).
     Raises :class:`AggregateError` when there is nothing to aggregate.
     """
     if quantiles not in ("approx", "exact"):
@@ -57,13 +59,13 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     if spark is None:
         with spark_session(master) as s:
             return aggregate(roots, out_dir, spark=s, quantiles=quantiles, accuracy=accuracy, write=write,
-                             project=project)
+                             project=project, pool_versions=pool_versions)
     out = Path(out_dir)
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
     tables = compute(spark, runs, quantiles, accuracy, warnings, timings)
     t = time.perf_counter()
-    models, model_tables = fit_models(tables["moves"], runs)
+    models, model_tables = fit_models(tables["moves"], runs, pool_versions)
     models["validation"].extend(rebalance_checks(runs, tables["moves"], models["models"]))
     model_tables["model_validation"] = validation_rows(models["validation"])
     tables.update(model_tables)

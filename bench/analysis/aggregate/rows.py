@@ -175,6 +175,10 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
         ph = phases.get((m["run_idx"], m["action_id"]), {})
         unupl = tail_from_phases(r.system, ph) if single else None
         fam = family_of(r.system)
+        act = next((a for a in r.view.actions if str(a.action_id) == m["action_id"]), None)
+        tp = (m["topic"], m["partition"])
+        crossed = set(act.sources.get(tp, ())) | set(act.targets.get(tp, ())) if act is not None else set()
+        link = r.link_at(m["request_ts"], crossed) if m["request_ts"] is not None else r.param("link_rate")
         if unupl is None and fam is not None and fam.opens_objects:  # its tail went to object storage
             unupl = float(ob) if ob is not None else None
         rows.append({
@@ -191,7 +195,8 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             **{k: None if x is None else float(x) for k, x in metrics.items()},
             "replication_throttle_bytes_per_s": r.param("replication_throttle_bytes_per_s"),
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
-            "bandwidth_bytes_per_s": r.bandwidth,
+            "bandwidth_bytes_per_s": r.bandwidth_at(link),
+            "link_rate_at_request": link,
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
             "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
             **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),

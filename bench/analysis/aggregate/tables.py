@@ -78,7 +78,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("bytes_source", STR), ("unuploaded_bytes", F64),
         *[(name, F64) for name in MOVE_METRIC_NAMES],  # bench/check/metrics.py
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
-        ("bandwidth_bytes_per_s", F64), ("phases_json", STR),
+        ("bandwidth_bytes_per_s", F64), ("link_rate_at_request", STR), ("phases_json", STR),
         # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
         # the stream objects the new owner opened and its open phases' seconds (handover family),
         # how many partitions the action moved (the models fit single-partition moves only).
@@ -184,7 +184,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("system", STR), ("link_gbit_s", F64), ("link_bytes_per_s", F64), ("size_label", STR),
         ("partition_bytes", F64), ("ingest_bytes_per_s", F64), ("move_seconds", F64), ("move_seconds_se", F64),
         ("move_time", STR), ("never", BOOL), ("bytes_moved", F64), ("validated", BOOL), ("error_pct", F64),
-        ("reason", STR), ("basis", STR), ("based_on_runs", STR),
+        ("reason", STR), ("basis", STR), ("based_on_runs", STR), ("status", STR), ("replication_factor", I64),
+        ("consumer_groups", I64), ("steady_bytes_per_s", F64), ("cap_bytes_per_s", F64), ("budget", STR),
+        ("validity_text", STR), ("version", STR),
     ],
     # Simulated cluster rebalances (bench.analysis.projection / rebalance).
     "rebalance": [

@@ -15,16 +15,18 @@ Fitting and the held-out checks are fit.py.
 """
 
 from bench.analysis.model.base import (
-    AXES, FAMILIES, FLAT_SPREAD, GBIT_BYTES_PER_S, MIN_TRAIN, SIZE_SPAN, LinearFit, MoveFamily, MoveModel, MovePoint,
-    axis_value, family_key, family_named, family_of, fit_linear, fmt_count, human_seconds,
+    AXES, EXTRAPOLATION_BOUNDS, FAMILIES, FLAT_SPREAD, GBIT_BYTES_PER_S, MIN_TRAIN, SIZE_SPAN, FitRefused, LinearFit,
+    MoveFamily, MoveModel, MovePoint, axis_value, family_key, family_named, family_of, fit_linear, fmt_count,
+    human_seconds, nominal_ingest,
 )
+from bench.analysis.model.budget import LinkBudget
 from bench.analysis.model.copy import COPY  # registers the family
 from bench.analysis.model.fit import fit_model, predict_point, validate
 from bench.analysis.model.handover import HANDOVER, fit_open, tail_bytes
 from bench.analysis.model.tiered_copy import TIERED_COPY
 
 __all__ = [
-    "AXES", "COPY", "FAMILIES", "FLAT_SPREAD", "GBIT_BYTES_PER_S", "HANDOVER", "MIN_TRAIN", "SIZE_SPAN", "TIERED_COPY",
+    "AXES", "COPY", "EXTRAPOLATION_BOUNDS", "FAMILIES", "FitRefused", "LinkBudget", "nominal_ingest", "FLAT_SPREAD", "GBIT_BYTES_PER_S", "HANDOVER", "MIN_TRAIN", "SIZE_SPAN", "TIERED_COPY",
     "LinearFit", "MoveFamily", "MoveModel", "MovePoint", "axis_value", "family_key", "family_named", "family_of",
     "fit_linear", "fit_model", "fit_open", "fmt_count", "human_seconds", "predict_point", "tail_bytes", "validate",
 ]

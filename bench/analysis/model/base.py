@@ -4,6 +4,7 @@ registry. The physics of each family is its own module (copy.py, tiered_copy.py,
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
 SIZE_SPAN = 8.0  # the sizes a size check fits on span at least this factor (bytes at the request)
-MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2}  # distinct smaller values to fit on
+MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2, "budget": 1}  # distinct smaller values to fit on
 FLAT_SPREAD = 0.05  # relative spread of a regressor below which its slope is not identifiable
 
 # Validation axes: the run settings (summary.json ``params``) that define each, left out of the
@@ -31,10 +32,38 @@ AXES: dict[str, tuple[str, ...]] = {
     "link": ("link_rate", "replication_throttle_bytes_per_s",
              *sorted({p.move_budget for p in PROFILES.values() if p.move_budget} - {"replication_throttle_bytes_per_s"})),
     "ingest": ("produce_rate_msgs_per_s",),
+    # the link budget: moves the link's rest caps (after the steady traffic) predicted from moves
+    # their throttle caps, of every size (the size is an input of the prediction)
+    "budget": ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "replication_throttle_of_link",
+               "objstore_bandwidth_bytes_per_s", "move_budget_of_link",
+               *sorted({p.move_budget for p in PROFILES.values() if p.move_budget})),
 }
-# Settings that never define a family: how long the load ran, and matrix labels (dotted keys,
-# whose resolved values are in params under their own names).
+# The matrix's dotted names of each axis' settings (params carry both, the resolved value under its
+# own name): left out with the axis. Every other dotted key (a matrix axis) splits families.
+AXES_DOTTED: dict[str, tuple[str, ...]] = {
+    "size": ("prefill.bytes_per_partition",),
+    "throttle": ("system.replication_throttle_bytes_per_s", "system.replication_throttle_of_link",
+                 "system.objstore_bandwidth_bytes_per_s"),
+    "link": ("network.link_rate", "system.replication_throttle_bytes_per_s", "system.move_budget_of_link",
+             *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
+    "ingest": ("workload.produce_rate_msgs_per_s",),
+    "budget": ("prefill.bytes_per_partition", "system.replication_throttle_bytes_per_s",
+               "system.replication_throttle_of_link", "system.objstore_bandwidth_bytes_per_s",
+               "system.move_budget_of_link", *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
+}
+# Settings that never define a family: how long the load ran.
 NOT_FAMILY = ("duration_s",)
+# Where a projection may go beyond the largest held-out value of each axis it rests on (its
+# extrapolation factor); beyond it the value reads "not validated: extrapolation".
+#  * bytes: a move's time is linear in its bytes at a rate the rate axis checks; what grows with a
+#    partition that MiB runs cannot show (reads beyond the page cache, more segments) is not
+#    modelled, so a TB figure says how far beyond the largest held-out size it lies.
+#  * rate (throttle, link or what the budget leaves): 30x, so that 10-25 Gbit/s rest on moves
+#    measured near 1 Gbit/s; the CPU per byte at a higher rate is what it cannot show.
+#  * ingest: as a share of the move's rate (r / cap: what the copy's formula depends on).
+#  * tail, objects: 10x (the per-object open cost stays within 10x of the opens measured).
+EXTRAPOLATION_BOUNDS: dict[str, float] = {"bytes": 1e6, "rate": 30.0, "ingest_share": 10.0, "tail": 10.0,
+                                          "objects": 10.0}
 
 
 
@@ -56,6 +85,11 @@ class MovePoint:
     # tiered copy: the bytes the leader told the new replica to copy at the request (None: it
     # copied the whole log, partition_bytes)
     copy_bytes: float | None = None
+    # The code the run measured ("<commit>", "<commit>+dirty"; None: unknown): a fit never pools two.
+    version: str | None = None
+    # (steady egress + the move's allowance: its throttle, else the link) / the sender's link:
+    # above 1, what the steady traffic leaves of the link capped the move (None: no emulated link)
+    link_demand: float | None = None
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
@@ -76,15 +110,27 @@ def axis_value(p: MovePoint, axis: str) -> float | None:
     elif axis == "ingest":
         rate, size, parts = s.get("produce_rate_msgs_per_s"), s.get("message_bytes"), s.get("partitions") or 1
         v = float(rate) * float(size) / float(parts) if rate and size else None
+    elif axis == "budget":
+        v = p.link_demand
     else:
         raise ValueError(f"unknown axis {axis!r}")
     return float(v) if v is not None else None
 
 
+def nominal_ingest(p: MovePoint) -> float:
+    """The ingest a prediction takes for a move: the scenario's (its nominal rate per partition),
+    never the bytes measured during the move (they depend on how long it took); the measured rate
+    only for a run whose settings are unknown."""
+    v = axis_value(p, "ingest")
+    return float(v) if v is not None else float(p.ingest_bytes_per_s or 0.0)
+
+
 def family_key(p: MovePoint, axis: str) -> tuple:
-    """Every setting of the move's run except the axis' own and those that never define a family."""
-    skip = set(AXES[axis]) | set(NOT_FAMILY)
-    return (p.system,) + tuple((k, v) for k, v in p.params if k not in skip and "." not in k)
+    """Every effective setting of the move's run (summary.json params: the resolved broker, topic
+    and client settings, matrix axes by their dotted names) and its code version, except the
+    axis' own and those that never define a family."""
+    skip = set(AXES[axis]) | set(AXES_DOTTED[axis]) | set(NOT_FAMILY)
+    return (p.system, ("version", p.version)) + tuple((k, v) for k, v in p.params if k not in skip)
 
 
 @dataclass
@@ -144,6 +190,9 @@ class MoveModel:
     runs: list[str] = field(default_factory=list)
     cov: list[list[float]] | None = None  # of (fixed_s, efficiency) when fitted
     assumptions: list[str] = field(default_factory=list)
+    version: str | None = None  # the code version of every run it rests on
+    # What it was fitted on, per domain axis (bytes, rate, ingest_share, tail, objects): [min, max]
+    domain: dict[str, list[float]] = field(default_factory=dict)
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
@@ -182,12 +231,14 @@ class MoveModel:
         d.pop("cov")
         d["runs"] = ",".join(self.runs)
         d["assumptions"] = " ".join(self.assumptions)
+        d["domain"] = json.dumps(self.domain, sort_keys=True)
         d["formula"] = self.formula()
         return d
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MoveModel:
-        kw = {k: row.get(k) for k in cls.__dataclass_fields__ if k not in ("runs", "assumptions", "cov")}
+        kw = {k: row.get(k) for k in cls.__dataclass_fields__ if k not in ("runs", "assumptions", "cov", "domain")}
+        kw["domain"] = json.loads(row["domain"]) if row.get("domain") else {}
         kw["runs"] = [r for r in (row.get("runs") or "").split(",") if r]
         kw["assumptions"] = [row["assumptions"]] if row.get("assumptions") else []
         kw["open_per_object_s"] = float(row.get("open_per_object_s") or 0.0)
@@ -202,6 +253,42 @@ def usable(points: Iterable[MovePoint], system: str) -> list[MovePoint]:
     """The system's moves a fit may use: a positive, finite move_seconds and a known cap."""
     return [p for p in points if p.system == system and p.move_seconds is not None and math.isfinite(p.move_seconds)
             and p.move_seconds > 0 and p.cap_bytes_per_s]
+
+
+class FitRefused(ValueError):
+    """A fit the rules forbid (mixed code versions, a held-out value in its training set)."""
+
+
+def one_version(pts: Iterable[MovePoint], system: str) -> str | None:
+    """The one code version of ``pts``; :class:`FitRefused` when they come from more than one (runs
+    of different commits, or of a dirty tree beside a clean one, measure different code)."""
+    versions = sorted({p.version or "unknown" for p in pts})
+    if len(versions) > 1:
+        raise FitRefused(f"{system}: the moves come from {len(versions)} code versions ({', '.join(versions)}); "
+                         "a fit rests on one (aggregate the runs of one commit, or pass --pool-versions)")
+    return versions[0] if versions else None
+
+
+def refuse_leak(train: Iterable[MovePoint], axis: str, held: float) -> None:
+    """:class:`FitRefused` when a training move has the held-out value of ``axis`` or a larger one
+    (walk-forward: a check fits only on strictly smaller values)."""
+    bad = sorted({p.run_key for p in train if (axis_value(p, axis) or -math.inf) >= held})
+    if bad:
+        raise FitRefused(f"the training set holds {len(bad)} run(s) at or beyond the held-out {axis} value "
+                         f"{held:g}: {', '.join(bad[:3])}")
+
+
+def domain_of(fam: MoveFamily, pts: list[MovePoint]) -> dict[str, list[float]]:
+    """What a fit rests on, per domain axis: [min, max] of the moves' bytes to carry, rate (the
+    cap), ingest as a share of the cap, tail and objects (the axes a move has)."""
+    vals: dict[str, list[float]] = {
+        "bytes": [fam.bytes_of(p) for p in pts],
+        "rate": [float(p.cap_bytes_per_s) for p in pts if p.cap_bytes_per_s],
+        "ingest_share": [nominal_ingest(p) / float(p.cap_bytes_per_s) for p in pts if p.cap_bytes_per_s],
+        "tail": [float(p.tail_bytes) for p in pts if p.tail_bytes is not None],
+        "objects": [float(p.objects) for p in pts if p.objects is not None],
+    }
+    return {k: [min(v), max(v)] for k, v in vals.items() if v}
 
 
 def cluster_part(pts: list[MovePoint], after_elect: np.ndarray | None = None
@@ -265,6 +352,9 @@ class MoveFamily(Protocol):
     # The held-out axes a projection needs, one passing check of each group.
     required_axes: tuple[tuple[str, ...], ...]
     more_runs: str | None  # what to run when a required check (other than size) is missing
+    # Why a projection whose bytes to carry come from an assumed relation (not measured) is not
+    # validated where it relies on it (None: the family's bytes are the partition's or measured).
+    bytes_assumed: str | None
 
     def bytes_of(self, p: MovePoint) -> float:
         """The bytes the move had to carry at the request (what a size check spans)."""
@@ -290,13 +380,19 @@ class MoveFamily(Protocol):
     def grid(self, spark: Any, base: DataFrame, m: MoveModel) -> DataFrame:
         """The projection grid's rows of this family (bench/analysis/projection.py)."""
 
-    def partition_case(self, m: MoveModel, link: float, size: float, label: str, ingest: float
-                       ) -> tuple[float, float | None, float | None, str, str | None]:
-        """One partition of ``size`` ingesting ``ingest`` moved over a ``link`` (bytes/s):
-        (seconds, se, bytes moved, basis, why it may not be projected or None)."""
+    def partition_case(self, m: MoveModel, cap: float, size: float, label: str, ingest: float
+                       ) -> tuple[float, float | None, float | None, str, dict[str, float]]:
+        """One partition of ``size`` ingesting ``ingest`` moved at most at ``cap`` bytes/s (what
+        the link budget leaves): (seconds, se, bytes moved, basis, its inputs per domain axis:
+        bytes, rate, ingest_share, tail, objects as the family has them)."""
 
     def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
         """A simulated cluster's move of a partition: (bytes to carry, extra fixed seconds)."""
+
+    def steady_terms(self, ingest: float, rf: int, consumer_groups: int) -> list[tuple[str, float]]:
+        """The sending broker's steady egress for a partition ingesting ``ingest`` bytes/s with
+        ``rf`` replicas and ``consumer_groups`` groups reading it: (what, bytes/s) each
+        (bench/analysis/model/budget.py)."""
 
     def cluster_caps(self, link: float) -> dict[str, Any]:
         """A simulated cluster's settings of this family: rf, throttle_share,

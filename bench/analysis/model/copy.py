@@ -17,11 +17,9 @@ from typing import Any
 import numpy as np
 
 from bench.analysis.model.base import (
-    FLAT_SPREAD, MoveModel, MovePoint, cluster_part, plus_se, register,
+    FLAT_SPREAD, MoveModel, MovePoint, cluster_part, nominal_ingest, plus_se, register,
 )
 
-# A projected copy at its best: no throttle below the link (the headline's partition)
-ARTICLE_THROTTLE = (1.0, "the whole link")
 THROTTLE_POLICIES = ((0.25, "25% of the link"), (0.5, "50% of the link"), (1.0, "the whole link"))
 CLUSTER_THROTTLE = 0.5  # a simulated cluster's copies are throttled to this share of each link
 CLUSTER_RF = 3  # a simulated cluster's replication factor
@@ -35,6 +33,7 @@ class CopyFamily:
     opens_objects = False
     required_axes: tuple[tuple[str, ...], ...] = (("size",), ("throttle", "link"), ("ingest",))
     more_runs: str | None = None
+    bytes_assumed: str | None = None
     letter = "B"  # the formula's name for the bytes copied
     what = "B = partition bytes at the request."
 
@@ -46,7 +45,7 @@ class CopyFamily:
     def fit(self, system: str, pts: list[MovePoint], open_pts: list[MovePoint]) -> MoveModel:
         B = np.array([self.bytes_of(p) for p in pts], dtype=float)
         T = np.array([p.cap_bytes_per_s for p in pts], dtype=float)
-        r = np.array([p.ingest_bytes_per_s or 0.0 for p in pts], dtype=float)
+        r = np.array([nominal_ingest(p) for p in pts], dtype=float)
         t, lag, lag_se, lag_notes = cluster_part(pts)
         x1 = B / np.maximum(T - r, 1e-9)
         if np.ptp(x1) < FLAT_SPREAD * float(np.max(np.abs(x1))):
@@ -54,14 +53,18 @@ class CopyFamily:
                              "the efficiency cannot be told apart (need different bytes to copy, throttles or ingest "
                              "rates)")
         lo = float(np.max(r / T)) * 1.0001 + 1e-6  # e*T must exceed every move's ingest
+        if lo >= 1.0:
+            raise ValueError(f"{system}: a move's ingest reaches its cap; no efficiency <= 1 lets it finish")
 
+        # Physical parameters only: a fixed cost >= 0 and an efficiency in (0, 1] (a copy never
+        # beats its cap); the least squares inside those bounds.
         def sse_at(e: float) -> tuple[float, float]:
             x = B / (e * T - r)
-            c = float(np.mean(t - x))
+            c = max(0.0, float(np.mean(t - x)))
             res = t - c - x
             return float(res @ res), c
 
-        grid = np.geomspace(max(lo, 1e-3), 4.0, 600)
+        grid = np.geomspace(max(lo, 1e-3), 1.0, 600)
         vals = [sse_at(e)[0] for e in grid]
         i = int(np.argmin(vals))
         a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
@@ -71,15 +74,17 @@ class CopyFamily:
                 b = m2
             else:
                 a = m1
-        e = (a + b) / 2
+        e = min(1.0, (a + b) / 2)
         sse, c = sse_at(e)
         n = len(pts)
         assumptions = [
-            "T = the run's replication throttle, or the emulated link when lower; r = bytes written into the "
-            "partition during the move / move_seconds (measured); " + self.what] + lag_notes
-        if e >= 3.99:
-            raise ValueError(f"{system}: the fit drives the efficiency to its bound ({e:.3g}); the moves do not "
-                             "identify it")
+            "T = the run's replication throttle, or what the sender's link leaves after its steady traffic when "
+            "lower (bench/analysis/model/budget.py); r = the scenario's ingest into the partition (nominal); "
+            + self.what] + lag_notes
+        at_bound = [w for w, hit in (("the efficiency at its bound 1", e >= 0.999), ("the fixed cost at its bound 0",
+                                                                                     c == 0.0)) if hit]
+        if at_bound:
+            assumptions.append(f"The least squares put {' and '.join(at_bound)} (physical bounds: c >= 0, 0 < e <= 1).")
         cov = fixed_se = e_se = None
         if n >= 3:
             J = np.column_stack([np.ones(n), -B * T / (e * T - r) ** 2])
@@ -96,6 +101,12 @@ class CopyFamily:
         return MoveModel(system, self.name, c + lag, plus_se(fixed_se, lag_se), float(e), e_se, True,
                          r2=None if sst == 0 else 1 - sse / sst, rmse_s=math.sqrt(sse / n), n=n,
                          runs=sorted({p.run_key for p in pts}), cov=cov, assumptions=assumptions)
+
+    def steady_terms(self, ingest: float, rf: int, consumer_groups: int) -> list[tuple[str, float]]:
+        """The leader sends every byte to its other replicas and to every consumer group."""
+        return [(f"replication to {rf - 1} follower{'s' * (rf != 2)}", (rf - 1) * ingest),
+                (f"{consumer_groups} consumer group{'s' * (consumer_groups != 1)}'{'' if consumer_groups != 1 else 's'} reads",
+                 consumer_groups * ingest)]
 
     def predict(self, m: MoveModel, b: float, cap: float, ingest: float, tail: float | None,
                 objects: float | None) -> tuple[float, np.ndarray | None]:
@@ -128,7 +139,10 @@ class CopyFamily:
         from pyspark.sql import functions as F
 
         pol = spark.createDataFrame(self.policies(), "throttle_share double, policy string, last_tiered boolean")
-        df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") * F.col("throttle_share"))
+        # the throttle's share of the link, or what the steady traffic leaves of it when lower
+        df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.least(
+                  F.col("link_bytes_per_s") * F.col("throttle_share"),
+                  F.col("link_bytes_per_s") - F.col("steady_bytes_per_s")))
               .withColumn("copy_bytes", self.copy_column(F)))
         net = F.lit(m.efficiency) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
         return (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))
@@ -143,16 +157,16 @@ class CopyFamily:
         return size
 
     def basis(self, m: MoveModel, label: str, copied: float, ingest: float, cap: float) -> str:
-        return (f"{m.formula()}; B = {label}, r = {ingest / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
-                f"({cap / 1e6:,.0f} MB/s)")
+        return (f"{m.formula()}; B = {label}, r = {ingest / 1e6:g} MB/s, T = what the leader's link leaves after "
+                f"its steady traffic, no throttle ({cap / 1e6:,.0f} MB/s)")
 
-    def partition_case(self, m: MoveModel, link: float, size: float, label: str, ingest: float
-                       ) -> tuple[float, float | None, float | None, str, str | None]:
-        cap = link * ARTICLE_THROTTLE[0]
+    def partition_case(self, m: MoveModel, cap: float, size: float, label: str, ingest: float
+                       ) -> tuple[float, float | None, float | None, str, dict[str, float]]:
         copied = self.copied(size, ingest)
         t, se = m.predict_with_se(copied, cap, ingest)
         moved = m.bytes_moved(copied, t, ingest) if math.isfinite(t) else None
-        return t, se, moved, self.basis(m, label, copied, ingest, cap), None
+        return (t, se, moved, self.basis(m, label, copied, ingest, cap),
+                {"bytes": copied, "rate": cap, "ingest_share": ingest / cap})
 
     def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
         return partition_bytes, 0.0

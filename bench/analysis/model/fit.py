@@ -22,30 +22,41 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.analysis.model.base import (
-    MIN_TRAIN, SIZE_SPAN, MoveModel, MovePoint, axis_value, family_key, family_of, usable,
+    MIN_TRAIN, SIZE_SPAN, FitRefused, MoveModel, MovePoint, axis_value, domain_of, family_key, family_of,
+    nominal_ingest, one_version, refuse_leak, usable,
 )
 from bench.units import format_bytes
 from systems.registry import PROFILES
 
 
-def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[MovePoint] | None = None) -> MoveModel:
+def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[MovePoint] | None = None, *,
+              held_out: tuple[str, float] | None = None, pool_versions: bool = False) -> MoveModel:
     """Fit one system's model on its points (others ignored). ``open_points``: the moves whose open
-    phases fit the per-object open cost (handover; default: ``points``). Raises ValueError when
-    the points cannot identify the model."""
+    phases fit the per-object open cost (handover; default: ``points``). ``held_out`` (axis,
+    value): the check this fit serves; a training or open move at or beyond it is refused
+    (:class:`FitRefused`), as are moves of more than one code version unless ``pool_versions``.
+    Raises ValueError when the points cannot identify the model."""
     fam = family_of(system)
     if fam is None:
         p = PROFILES.get(system)
         raise ValueError(f"{system}: no move-time model for the {p.move_model if p is not None else None!r} family")
     pts = usable(points, system)
+    opens = usable(open_points if open_points is not None else points, system)
+    if held_out is not None:
+        refuse_leak(pts + opens, *held_out)
+    version = None if pool_versions else one_version(pts + opens, system)
     if len(pts) < 2:
         raise ValueError(f"{system}: {len(pts)} measured move(s) with a known cap; need at least 2")
-    return fam.fit(system, pts, usable(open_points if open_points is not None else points, system))
+    m = fam.fit(system, pts, opens)
+    m.version = version
+    m.domain = domain_of(fam, pts)
+    return m
 
 
 
 def predict_point(m: MoveModel, p: MovePoint) -> float:
     """A model's prediction of one measured move from its inputs at the request."""
-    return m.predict(m.kind.bytes_of(p), p.cap_bytes_per_s, p.ingest_bytes_per_s, p.tail_bytes, p.objects)
+    return m.predict(m.kind.bytes_of(p), p.cap_bytes_per_s, nominal_ingest(p), p.tail_bytes, p.objects)
 
 
 def _axis_label(axis: str, v: float) -> str:
@@ -53,10 +64,13 @@ def _axis_label(axis: str, v: float) -> str:
         return format_bytes(v)
     if axis == "link":
         return f"{v / 1e6:g} Mbit/s"
+    if axis == "budget":
+        return f"steady traffic + allowance = {v:.2f} x the link"
     return f"{v / 1e6:.3g} MB/s"
 
 
-def validate(points: Sequence[MovePoint], system: str, axes: Sequence[str] = ("size", "throttle", "link", "ingest"),
+def validate(points: Sequence[MovePoint], system: str,
+             axes: Sequence[str] = ("size", "throttle", "link", "ingest", "budget"),
              open_points: Sequence[MovePoint] | None = None) -> list[dict[str, Any]]:
     """Held-out checks of one system's model on every axis its moves vary (module docstring).
 
@@ -83,7 +97,9 @@ def validate(points: Sequence[MovePoint], system: str, axes: Sequence[str] = ("s
                 continue
             # Every value with enough smaller ones is held out in turn (walk-forward); a family
             # with none says why its largest value could not be checked.
-            checks = [_check(system, axis, fk, by_val, held, target, open_points) for held in values[1:]]
+            # the budget axis checks only moves the link's rest capped (demand above the link)
+            held_values = [v for v in values[1:] if axis != "budget" or v > 1.0]
+            checks = [_check(system, axis, fk, by_val, held, target, open_points) for held in held_values]
             done = [c for c in checks if c["status"] != "insufficient"]
             out.extend(done or checks[-1:])
     if not any(e["axis"] == "size" for e in out):
@@ -107,6 +123,8 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
         "train_runs": sorted({p.run_key for p in train}), "test_runs": sorted({p.run_key for p in test}),
         "n_train": len(train), "n_test": len(test), "error_pct": None, "max_abs_error_pct": None,
         "measured_s": None, "predicted_s": None, "fit": None,
+        # what the held-out moves span per domain axis: how far a projection goes beyond them
+        "test_domain": domain_of(family_of(system), test) if family_of(system) is not None else {},
     }
     if len(train_vals) < MIN_TRAIN[axis]:
         return {**base, "status": "insufficient",
@@ -129,10 +147,14 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
             return {**base, "status": "insufficient",
                     "reason": f"the smaller sizes span {span:.1f}x in bytes to copy at the request; need "
                               f"{SIZE_SPAN:g}x{tail}"}
-    test_runs = {p.run_key for p in test}  # the held-out moves' own opens never enter the open-cost fit
-    opens = [p for p in (open_points if open_points is not None else train) if p.run_key not in test_runs]
+    # Walk-forward for the open cost too: only the training moves' own opens fit it (never a
+    # held-out move's, nor one of a larger value elsewhere).
+    train_runs = {p.run_key for p in train}
+    opens = [p for p in (open_points if open_points is not None else train) if p.run_key in train_runs]
     try:
-        m = fit_model(train, system, opens)
+        m = fit_model(train, system, opens, held_out=(axis, held))
+    except FitRefused:
+        raise  # a leak is a bug of the caller's grouping, never a check's result
     except ValueError as exc:
         return {**base, "status": "insufficient", "reason": str(exc)}
     errs, preds = [], []

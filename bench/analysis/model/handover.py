@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.analysis.model.base import (
-    FLAT_SPREAD, MoveModel, MovePoint, cluster_part, fit_linear, fmt_count, plus_se, register,
+    EXTRAPOLATION_BOUNDS, FLAT_SPREAD, MoveModel, MovePoint, cluster_part, fit_linear, fmt_count, plus_se, register,
 )
 from bench.units import format_bytes
 
@@ -30,7 +30,6 @@ UPLOAD_INTERVAL_S = 10.0  # the shared system's wal.upload.interval.ms default
 # an operator sets larger parts, so the projection takes 64 MiB. The open cost depends on the
 # objects, not their size (docs/measurements/shared-open.md).
 OBJECT_BYTES = 64 * MiB
-OPEN_EXTRAPOLATION = 10.0  # project the per-object open cost at most this far beyond the most objects measured
 ARTICLE_THRESHOLD = 512 * MiB  # AutoMQ's reassignment template: s3.wal.upload.threshold=512MiB
 
 
@@ -75,6 +74,7 @@ class HandoverFamily:
     opens_objects = True
     required_axes: tuple[tuple[str, ...], ...] = (("size",),)
     more_runs: str | None = None
+    bytes_assumed: str | None = None
 
     def bytes_of(self, p: MovePoint) -> float:
         """The partition (what its open walks): a handover copies no log."""
@@ -95,7 +95,8 @@ class HandoverFamily:
                        "tail = the bytes the old owner uploaded at the close (measured)."] + notes + lag_notes
         if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
             f = fit_linear(x, y)
-            if f.slope > 0:
+            # physical parameters only: u in (0, 1] (no upload beats its cap), c >= 0
+            if f.slope >= 1.0 and f.intercept + lag >= 0:
                 u = 1.0 / f.slope
                 cov = None
                 if f.cov is not None:  # d(u)/d(slope) = -u^2: the covariance of (c, u)
@@ -106,12 +107,13 @@ class HandoverFamily:
                 return MoveModel(system, self.name, f.intercept + lag, plus_se(f.intercept_se, lag_se), u,
                                  None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
                                  f.r2, f.rmse, f.n, runs, cov, assumptions)
-            assumptions.append(f"The fitted upload slope was not positive ({f.slope:.3g}); u is held at 1.")
+            assumptions.append(f"The least-squares line (slope {f.slope:.3g}, intercept {f.intercept + lag:.3g} s) is not "
+                               "physical (u = 1 / slope must lie in (0, 1], c >= 0): u is held at 1.")
         else:
             assumptions.append("The tails barely vary across the moves: u is held at 1 (the tail leaves at the full "
                                "cap) and only the fixed cost is fitted.")
         resid = y - x
-        c = float(resid.mean())
+        c = max(-lag, float(resid.mean()))  # c + lag >= 0
         se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
         return MoveModel(system, self.name, c + lag, plus_se(se, lag_se), 1.0, None, False, a, b, b_se, nmax, n_open, None,
                          float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None, assumptions)
@@ -147,7 +149,7 @@ class HandoverFamily:
         tail = F.least(F.col("upload_threshold_bytes"), F.col("ingest_bytes_per_s") * F.lit(UPLOAD_INTERVAL_S))
         objects = F.ceil(F.col("partition_bytes") / F.lit(float(OBJECT_BYTES))).cast("double")
         df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
-              .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s"))
+              .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") - F.col("steady_bytes_per_s"))
               .withColumn("tail_bytes", tail).withColumn("objects", objects)
               .withColumn("copy_bytes", F.lit(None).cast("double"))
               .withColumn("move_seconds", F.lit(m.fixed_s) + F.col("tail_bytes") / (F.lit(m.efficiency)
@@ -156,25 +158,27 @@ class HandoverFamily:
               .withColumn("bytes_moved", F.col("tail_bytes")))
         # beyond the measured opens the open cost is not projected
         return df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
-            float((m.open_objects_max or 0) * OPEN_EXTRAPOLATION)), F.col("move_seconds")))
+            float((m.open_objects_max or 0) * EXTRAPOLATION_BOUNDS["objects"])), F.col("move_seconds")))
 
-    def partition_case(self, m: MoveModel, link: float, size: float, label: str, ingest: float
-                       ) -> tuple[float, float | None, float | None, str, str | None]:
+    def partition_case(self, m: MoveModel, cap: float, size: float, label: str, ingest: float
+                       ) -> tuple[float, float | None, float | None, str, dict[str, float]]:
         tail = tail_bytes(ingest, ARTICLE_THRESHOLD, UPLOAD_INTERVAL_S)
         n = math.ceil(size / OBJECT_BYTES)
-        t, se = m.predict_with_se(size, link, 0.0, tail, n)
-        limit = (m.open_objects_max or 0) * OPEN_EXTRAPOLATION
-        why = None
-        if n > limit:  # the open cost of that many objects was never measured (nor its per-object part)
-            why = (f"opening {n:,} objects is beyond {OPEN_EXTRAPOLATION:g}x the "
-                   f"{fmt_count(m.open_objects_max or 0)} measured (large opens: "
-                   "`python -m bench run sweep-shared`)")
+        t, se = m.predict_with_se(size, cap, 0.0, tail, n)
         measured = (f"open cost measured up to {fmt_count(m.open_objects_max)} objects"
                     if m.open_objects_max else "open cost per object not measured")
         basis = (f"{m.formula()}; tail = min({format_bytes(ARTICLE_THRESHOLD)} upload threshold, r x "
-                 f"{UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(tail)}, L = {link / 1e6:,.0f} MB/s, "
-                 f"objects = {n:,} of {format_bytes(OBJECT_BYTES)} ({measured})")
-        return t, se, tail, basis, why
+                 f"{UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(tail)}, L = what the owner's link leaves "
+                 f"after its steady traffic ({cap / 1e6:,.0f} MB/s), objects = {n:,} of {format_bytes(OBJECT_BYTES)} "
+                 f"({measured})")
+        return t, se, tail, basis, {"tail": tail, "rate": cap, "objects": float(n)}
+
+    def steady_terms(self, ingest: float, rf: int, consumer_groups: int) -> list[tuple[str, float]]:
+        """The owner writes every byte to the object store twice (its WAL, then the stream objects
+        it uploads) and serves every consumer group from its cache; no broker replicas."""
+        return [("WAL writes to object storage", ingest), ("stream-object uploads", ingest),
+                (f"{consumer_groups} consumer group{'s' * (consumer_groups != 1)}'{'' if consumer_groups != 1 else 's'} reads",
+                 consumer_groups * ingest)]
 
     def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
         """The tail the old owner uploads; opening the partition walks its objects (the per-object

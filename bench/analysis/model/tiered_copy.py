@@ -16,7 +16,7 @@ import statistics
 from typing import Any
 
 from bench.analysis.model.base import MoveModel, register
-from bench.analysis.model.copy import ARTICLE_THROTTLE, THROTTLE_POLICIES, CopyFamily
+from bench.analysis.model.copy import THROTTLE_POLICIES, CopyFamily
 from bench.units import format_bytes
 
 # A tiered partition at TB scale copies min(partition, what is not in object storage). Assumed,
@@ -48,6 +48,8 @@ class TieredCopyFamily(CopyFamily):
     names_copy_start = True
     required_axes = (("size", "throttle", "link"), ("ingest",))
     more_runs = "run `python -m bench run sweep-tiered`"
+    bytes_assumed = ("the bytes a new KIP-1023 replica copies of a partition larger than its local tail (a segment + "
+                     "30 s of ingest) are an assumption, not a relation any run measured")
     letter = "L"
     what = ("L = the bytes the leader told the new replica to copy at the request (from the last tiered offset or "
             "its local log start to its log end; the partition's bytes where all of the log was local); the rebuild "
@@ -78,8 +80,12 @@ class TieredCopyFamily(CopyFamily):
     def basis(self, m: MoveModel, label: str, copied: float, ingest: float, cap: float) -> str:
         return (f"{m.formula()}; L = min({label}, {format_bytes(TIERED_SEGMENT_BYTES)} segment + r x "
                 f"{TIERED_UPLOAD_INTERVAL_S:g} s upload interval) = {format_bytes(copied)} (KIP-1023: the new replica "
-                f"starts after the last tiered offset), r = {ingest / 1e6:g} MB/s, T = {ARTICLE_THROTTLE[1]} "
-                f"({cap / 1e6:,.0f} MB/s)")
+                f"starts after the last tiered offset; assumed, not measured at this size), r = {ingest / 1e6:g} MB/s, "
+                f"T = what the leader's link leaves after its steady traffic, no throttle ({cap / 1e6:,.0f} MB/s)")
+
+    def steady_terms(self, ingest: float, rf: int, consumer_groups: int) -> list[tuple[str, float]]:
+        """A copy leader's traffic, and it uploads every byte to object storage."""
+        return super().steady_terms(ingest, rf, consumer_groups) + [("uploads to object storage", ingest)]
 
     def sim_move(self, partition_bytes: float, ingest: float, cfg: dict[str, Any]) -> tuple[float, float]:
         """A new replica copies only what is not tiered (KIP-1023)."""
