@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.analysis import model as mdl
 from bench.analysis.model.base import EXTRAPOLATION_BOUNDS
-from bench.analysis.model.budget import LinkBudget
+from bench.analysis.model.budget import LinkBudget, mb
 from bench.analysis.model.copy import THROTTLE_POLICIES
 from bench.analysis.model.handover import UPLOAD_THRESHOLDS
 from bench.analysis.model.tiered_copy import TIERED_STARTS, tiered_copy_bytes
@@ -301,16 +301,21 @@ def extrapolation_reason(dom: dict[str, dict[str, Any]]) -> str | None:
         if d["held_out_max"] is None:
             beyond.append(f"{DOMAIN_WORDS[axis]}: no passing held-out check reaches it")
         else:
-            beyond.append(f"{DOMAIN_WORDS[axis]} {_axis_value(axis, d['projected'])} is {d['factor']:,.3g}x the "
+            beyond.append(f"{DOMAIN_WORDS[axis]} {_axis_value(axis, d['projected'])} is {_times(d['factor'])} the "
                           f"largest held-out {_axis_value(axis, d['held_out_max'])} (bound {d['bound']:g}x)")
     return ("extrapolation: " + "; ".join(beyond)) if beyond else None
+
+
+def _times(f: float) -> str:
+    """``87.5x``, ``11,109x``."""
+    return f"{f:,.0f}x" if f >= 1000 else f"{f:.3g}x"
 
 
 def _axis_value(axis: str, v: float) -> str:
     if axis in ("bytes", "tail"):
         return format_bytes(v)
     if axis == "rate":
-        return f"{v / 1e6:,.3g} MB/s"
+        return mb(v)
     if axis == "objects":
         return mdl.fmt_count(v)
     return f"{v:.3g}"
@@ -324,7 +329,7 @@ def validity_text(dom: dict[str, dict[str, Any]]) -> str:
             parts.append(f"{DOMAIN_WORDS[axis]}: not checked")
             continue
         err = f"{d['error_pct']:+.1f} %" if d["error_pct"] is not None else "n/a"
-        ext = (f"extrapolated {d['factor']:,.3g}x" if d["factor"] > 1 else "within")
+        ext = (f"extrapolated {_times(d['factor'])}" if d["factor"] > 1 else "within")
         parts.append(f"{DOMAIN_WORDS[axis]}: held-out error {err} up to {_axis_value(axis, d['held_out_max'])}; {ext}")
     return "; ".join(parts)
 
@@ -447,6 +452,10 @@ def run(spark, models: dict[str, mdl.MoveModel], validation: list[dict[str, Any]
         handover_s: dict[str, float] | None = None) -> dict[str, Any]:
     """The whole projection: -> {grid stats, rebalance rows, projection rows, headline, timings}."""
     t0 = time.perf_counter()
+    # a model is validated only by checks of its own code version (a check of another commit
+    # validated other code)
+    validation = [v for v in validation if v["system"] not in models or not v.get("fit")
+                  or v["fit"].get("version") == models[v["system"]].version]
     valid = {s: validity(s, validation) for s in models}
     sim_valid = {s: validity(s, validation, ("rebalance",)) for s in models}
     grid = project_grid(spark, models, out)

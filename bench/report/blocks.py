@@ -218,7 +218,7 @@ MODEL_FIT_KEYS = ("system", "formula", "fixed_s", "fixed_se", "efficiency", "eff
 CHECK_KEYS = ("system", "axis", "label", "status", "reason", "error_pct", "max_abs_error_pct", "target_pct",
               "measured_s", "predicted_s", "n_train", "n_test", "train_runs", "test_runs", "family")
 HEADLINE_KEYS = ("case", "title", "system", "link_gbit_s", "status", "value_s", "value_text", "error_pct",
-                 "validations", "reason", "basis")
+                 "validations", "reason", "basis", "validity_text", "version")
 
 
 def collect_model(path: Path | str) -> dict[str, Any]:
@@ -401,7 +401,9 @@ def _pct(x: Any) -> str:
 def render_model(name: str, e: dict[str, Any]) -> str:
     lines = ["| case | system | link | projection | held-out error | checks it rests on |", "|---|---|---:|---|---:|---|"]
     for h in e["headline"]:
-        value = h["value_text"] if h["status"] == "validated" else f"not validated: {h['reason']}"
+        value = h["value_text"] if h["status"] == "validated" else f"{h['status']}: {h['reason']}"
+        if h.get("validity_text"):
+            value += f" (validity: {h['validity_text']})"
         err = "-" if not _num(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
         lines.append(f"| {h['case']} | {h['system']} | {h['link_gbit_s']:g} Gbit/s | {value} | {err} | "
                      f"{', '.join(h.get('validations') or []) or '-'} |")

@@ -124,7 +124,8 @@ def fig_headline(t, model: dict[str, Any]) -> Figure | None:
            "extrapolation bound, dotted where not (a model's number, not a result). Right: what the sender's link "
            "leaves for a move after replication, uploads and reads of that partition; left of each system's shaded "
            "edge the steady traffic alone fills the link (infeasible: no move time exists). "
-           + "; ".join(statuses) + ". Models fitted on " + short_runs(runs) + ".")
+           + "; ".join(statuses) + ". Models fitted on " + short_runs(runs, limit=2)
+           + " (every run: the Model section).")
     return Figure("headline", "The answer: time to move against partition size, and what the link leaves",
                   png_bytes(fig), cap, runs)
 

@@ -288,3 +288,19 @@ def test_families_are_keyed_by_every_effective_setting():
     c = replace(a, params=tuple(sorted(dict(a.params, **{"prefill.bytes_per_partition": 1}).items())))
     assert mdl.family_key(a, "size") == mdl.family_key(c, "size")
     assert mdl.family_key(a, "size") != mdl.family_key(replace(a, version="x"), "size")
+
+
+def test_moves_of_one_run_at_stepped_links_give_a_link_check():
+    # link-steps: one run moves three partitions, its links stepped between them; the held-out
+    # 1gbit move shares its run with the training moves, never its fit
+    pts = []
+    for rate, link in (("100mbit", 12.5e6), ("200mbit", 25e6), ("1000mbit", 125e6)):
+        r = 100 * 4096.0
+        cap = link - 2 * r
+        B = 100 * MiB
+        p = MovePoint("replication", "link-steps/run-1", 0.2 + B / (0.9 * cap - r), B, cap, r,
+                      params=params(96 * MiB, throttle=None, rate=100, link_rate=rate))
+        pts.append(replace(p, link_demand=(2 * r + link) / link))
+    v = [x for x in validate(pts, "replication", open_points=pts) if x["axis"] == "link"]
+    assert [x["status"] for x in v] == ["ok"] and v[0]["held_out"] == {"link": 1e9} and abs(v[0]["error_pct"]) < 1e-3
+    assert v[0]["train_values"] == [1e8, 2e8]

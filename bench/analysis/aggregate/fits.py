@@ -149,16 +149,28 @@ def _effective_settings(r: StoredRun) -> dict[str, Any]:
     return out
 
 
-def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str) -> mdl.MoveModel:
+def newest_version(runs: Sequence[StoredRun], system: str, pts: Sequence[mdl.MovePoint]) -> str | None:
+    """The code version of the system's latest run with a move the models describe (a results
+    folder holding runs of several commits projects with the newest one's)."""
+    have = {p.version for p in pts if p.system == system}
+    latest = sorted(((str(r.summary.get("started_at") or ""), run_version(r.summary)) for r in runs
+                     if r.system == system and run_version(r.summary) in have), reverse=True)
+    return latest[0][1] if latest else None
+
+
+def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str,
+                     version: str | None = None) -> mdl.MoveModel:
     """The model a system projects with: fitted on every move of the family (one configuration
     but for the checked axis) of its best passing held-out check - a size check reaching the
     largest held-out size first, then throttle, link, ingest (a tiered copy's bytes do not grow
     with the size: its throttle check is the one that passes). Without a passing check, on the
     family with the most moves of the first axis whose moves identify a model (then the
-    projection says "not validated")."""
+    projection says "not validated"). ``version``: only moves of that code version."""
     mine = [p for p in pts if p.system == system]
     if not mine:
         raise ValueError(f"{system}: no measured single-partition moves")
+    if version is not None:  # one code version: the newest the runs measured
+        mine = [p for p in mine if p.version == version]
     order = list(mdl.AXES)
 
     def families(axis: str) -> dict[tuple, list[mdl.MovePoint]]:
@@ -208,7 +220,8 @@ def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = (), pool
         mine = [p for p in pts if p.system == system]
         validation.extend(mdl.validate(mine, system, open_points=mine))
         try:
-            models[system] = projection_model(pts, validation, system)
+            version = None if pool_versions else newest_version(runs, system, pts)
+            models[system] = projection_model(pts, validation, system, version)
         except ValueError as exc:
             left = left_out.get(system, {})
             notes[system] = str(exc) + (f" ({host_note(left)})" if any(left.values()) else "")
@@ -232,8 +245,9 @@ def rebalance_checks(runs: Sequence[StoredRun], moves: list[dict[str, Any]], mod
     lags = ack_lags(moves, models)
     for r in runs:
         m = models.get(r.system)
-        if m is None or r.scenario is None:
-            continue
+        if m is None or r.scenario is None or (m.version and run_version(r.summary) != m.version
+                                               and not m.version.startswith("pooled")):
+            continue  # a rebalance of other code is no check of this model
         rows = [x for x in moves if x["run_key"] == r.run_key and (x["partitions_in_action"] or 0) >= REBALANCE_MIN_MOVES]
         for aid in sorted({x["action_id"] for x in rows}):
             rows_of = [x for x in rows if x["action_id"] == aid]
@@ -315,5 +329,5 @@ def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 __all__ = ["FIT_ACTIONS", "ack_lags", "fit_kind", "fit_models", "handover_seconds", "host_left_out", "host_note",
-           "model_move", "move_points",
-           "projection_model", "rebalance_checks", "validation_rows"]
+           "model_move", "move_cap", "move_points", "newest_version", "projection_model", "rebalance_checks",
+           "run_version", "validation_rows"]

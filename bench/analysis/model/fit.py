@@ -148,9 +148,9 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
                     "reason": f"the smaller sizes span {span:.1f}x in bytes to copy at the request; need "
                               f"{SIZE_SPAN:g}x{tail}"}
     # Walk-forward for the open cost too: only the training moves' own opens fit it (never a
-    # held-out move's, nor one of a larger value elsewhere).
-    train_runs = {p.run_key for p in train}
-    opens = [p for p in (open_points if open_points is not None else train) if p.run_key in train_runs]
+    # held-out move's, nor one of a larger value elsewhere, nor another move of a training run).
+    train_ids = {id(p) for p in train}
+    opens = [p for p in (open_points if open_points is not None else train) if id(p) in train_ids]
     try:
         m = fit_model(train, system, opens, held_out=(axis, held))
     except FitRefused:
