@@ -264,3 +264,18 @@ def test_a_move_s_link_is_the_one_in_force_on_its_brokers_at_the_request():
     assert r.link_at(25.0, {1, 4}) == "1gbit" and r.link_at(25.0, {1, 2}) == "200mbit"
     assert r.link_at(25.0) == "200mbit"  # every broker's: the lowest
     assert StoredRun(1, "k", None, {"params": {}}, [], view=view).link_at(25.0) is None  # no emulated link
+
+
+def test_a_results_folder_of_two_commits_projects_with_the_newest():
+    from bench.analysis.aggregate.discovery import StoredRun
+    from bench.analysis.aggregate.fits import newest_version, run_version
+
+    def run(key, commit, started, dirty=False):
+        return StoredRun(0, key, None, {"system": "replication", "started_at": started,
+                                        "provenance": {"git": {"commit": commit, "dirty": dirty}}}, [])
+    runs = [run("a", "aaa", "2026-11-20T10:00:00+00:00"), run("b", "bbb", "2026-11-26T10:00:00+00:00"),
+            run("c", "ccc", "2026-11-27T10:00:00+00:00", dirty=True)]
+    assert [run_version(r.summary) for r in runs] == ["aaa", "bbb", "ccc+dirty"]
+    pts = [replace(copy_pt(8 * MiB), version=v) for v in ("aaa", "bbb")]  # no move of ccc's run fits
+    assert newest_version(runs, "replication", pts) == "bbb"
+    assert run_version({}) is None
