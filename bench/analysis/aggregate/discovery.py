@@ -64,14 +64,19 @@ class StoredRun:
 
     def bandwidth_at(self, link_rate: Any) -> Any:
         """:attr:`bandwidth` with the brokers' links at ``link_rate`` (a move's, see :meth:`link_at`)."""
-        p = PROFILES.get(self.system)
-        caps = []
-        for name in {p.bandwidth_param, p.move_budget} - {None} if p is not None else ():
-            if self.param(name):
-                caps.append(float(self.param(name)))
+        caps = [self.settings_cap] if self.settings_cap is not None else []
         for rate in (link_rate, (self.summary.get("params") or {}).get("object_store_link_rate")):
             if rate:
                 caps.append(rate_bits(rate) / 8)
+        return min(caps) if caps else None
+
+    @property
+    def settings_cap(self) -> float | None:
+        """The lowest of the caps on a move's bytes/s the run sets (its profile's throttle or
+        object-store cap and the move budget's mechanism; None: none set), links aside."""
+        p = PROFILES.get(self.system)
+        caps = [float(self.param(n)) for n in ({p.bandwidth_param, p.move_budget} - {None} if p is not None else ())
+                if self.param(n)]
         return min(caps) if caps else None
 
     def link_at(self, ts: float, brokers: Any = ()) -> Any:

@@ -85,9 +85,7 @@ def move_cap(run: StoredRun | None, fam: mdl.MoveFamily, ingest: float, fallback
     if run is None:
         return fallback, None
     prof = PROFILES.get(run.system)
-    settings = [float(run.param(n)) for n in ({prof.bandwidth_param, prof.move_budget} - {None} if prof else ())
-                if run.param(n)]
-    throttle = min(settings) if settings else None
+    throttle = run.settings_cap
     params = run.summary.get("params") or {}
     rf = int(params.get("replication_factor") or (prof.replication_factor if prof else None) or 1)
     terms = tuple(fam.steady_terms(ingest, rf, 0))
