@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.analysis import model as mdl
 from bench.analysis.model.base import EXTRAPOLATION_BOUNDS
-from bench.analysis.model.budget import LinkBudget, mb
+from bench.analysis.model.budget import WIRE_PAYLOAD_SHARE, LinkBudget, mb
 from bench.analysis.model.copy import THROTTLE_POLICIES
 from bench.analysis.model.handover import UPLOAD_THRESHOLDS
 from bench.analysis.model.tiered_copy import TIERED_STARTS, tiered_copy_bytes
@@ -132,9 +132,10 @@ def project_grid(spark, models: dict[str, mdl.MoveModel], out: Path | None = Non
         # the sender's steady egress is linear in the ingest: its terms at 1 byte/s, scaled
         per_byte = article_budget(m, 1.0, ingest=1.0).steady
         base = (sizes.crossJoin(links).crossJoin(ingest).withColumn("system", F.lit(system))
-                .withColumn("steady_bytes_per_s", F.col("ingest_bytes_per_s") * F.lit(per_byte)))
+                .withColumn("steady_bytes_per_s", F.col("ingest_bytes_per_s") * F.lit(per_byte))
+                .withColumn("payload_bytes_per_s", F.col("link_bytes_per_s") * F.lit(WIRE_PAYLOAD_SHARE)))
         df = m.kind.grid(spark, base, m)  # the family's policies and columns
-        infeasible = F.col("steady_bytes_per_s") >= F.col("link_bytes_per_s")
+        infeasible = F.col("steady_bytes_per_s") >= F.col("payload_bytes_per_s")
         df = (df.withColumn("infeasible", infeasible)
               .withColumn("move_seconds", F.when(~infeasible, F.col("move_seconds")))
               .withColumn("bytes_moved", F.when(~infeasible, F.col("bytes_moved"))))

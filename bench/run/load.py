@@ -49,21 +49,25 @@ class LoadError(RuntimeError):
 # Prefill
 
 
-def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int, *,
-            record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
+def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int | Mapping[tuple[str, int], int],
+            *, record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
             timeout_s: float | None = None, client: Mapping[str, Any] | None = None,
             ) -> dict[tuple[str, int], dict]:
-    """Write ``bytes_per_partition`` value bytes into each (topic, partition). Returns per
-    partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed
-    record or if it does not finish within ``timeout_s`` (default: 300 s plus the bytes at
-    ``PREFILL_MIN_BYTES_PER_S``, so GiB prefills stay bounded without failing)."""
+    """Write ``bytes_per_partition`` value bytes (one number, or one per (topic, partition)) into
+    each (topic, partition). Returns per partition ``{bytes, messages, first_offset,
+    last_offset}``. Raises LoadError on any failed record or if it does not finish within
+    ``timeout_s`` (default: 300 s plus the bytes at ``PREFILL_MIN_BYTES_PER_S``, so GiB prefills
+    stay bounded without failing)."""
     from confluent_kafka import Producer
 
     tps = list(tps)
+    sizes = ({tp: int(bytes_per_partition.get(tp, 0)) for tp in tps} if isinstance(bytes_per_partition, Mapping)
+             else dict.fromkeys(tps, int(bytes_per_partition)))
     if timeout_s is None:
-        timeout_s = 300.0 + len(tps) * bytes_per_partition / PREFILL_MIN_BYTES_PER_S
+        timeout_s = 300.0 + sum(sizes.values()) / PREFILL_MIN_BYTES_PER_S
     out = {tp: {"bytes": 0, "messages": 0, "first_offset": None, "last_offset": None} for tp in tps}
-    if bytes_per_partition <= 0 or not tps:
+    sizes = {tp: n for tp, n in sizes.items() if n > 0}
+    if not sizes:
         return out
     errors: list[str] = []
     p = Producer(clients.librdkafka(bootstrap, {
@@ -85,7 +89,7 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
 
     deadline = time.monotonic() + timeout_s
     # Interleave partitions so all of them fill in parallel.
-    remaining = {tp: bytes_per_partition for tp in tps}
+    remaining = dict(sizes)
     headers = [(PREFILL_HEADER, b"1")]
     while remaining:
         for tp in list(remaining):

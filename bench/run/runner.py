@@ -292,13 +292,14 @@ class Run:
         # The load process gets ready (Python, Locust: ~0.6 s of CPU) while the prefill runs and
         # the links settle; its users start only when it is released below.
         self._spawn_load()
-        if sc.prefill.bytes_per_partition:
+        sizes = {(t, p): sc.prefill_bytes_of(t) for t, p in sc.partitions() if sc.prefill_bytes_of(t)}
+        if sizes:
             st.phase = "prefill"
             self._notify()
-            tps = [(t, p) for t, p in sc.partitions() if t in sc.prefill_topics()]
+            tps = list(sizes)
             t0 = time.time()
             with self._fast_links(when=sc.prefill.fast_links):
-                res = prefill(self.cluster.bootstrap, tps, sc.prefill.bytes_per_partition,
+                res = prefill(self.cluster.bootstrap, tps, sizes,
                               batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
                 self.prefilled = res
                 for (t, p), r in res.items():
@@ -354,7 +355,7 @@ class Run:
         self._notify()
         tps = sc.partitions()
         # Bounded; the whole partition is read back, so the bound grows with the prefill.
-        timeout = 120.0 + len(tps) * sc.prefill.bytes_per_partition / VERIFY_MIN_BYTES_PER_S
+        timeout = 120.0 + sum(sc.prefill_bytes_of(t) for t, _ in tps) / VERIFY_MIN_BYTES_PER_S
         with self._fast_links(settle=False):  # the cluster stops after it
             res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
                          group=f"verify-{self.run_id}"[:200], client=sc.system.client)

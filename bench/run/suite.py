@@ -1,21 +1,23 @@
-"""``python -m bench suite default`` (what ``make bench`` runs): every system the harness starts
-(systems/registry.py ``LAUNCHED``: replication copy, tiered storage, shared storage) in its
-production configuration, scaled down 100x (each scenario's ``scale``, docs/scale-model.md), under
-the same move budget (half a broker's link per move) and the same client settings (linger.ms 5, the
-client's own default): ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB: what the
-move models' held-out size check needs; a tiered move copies only its local tail at each of them),
-``broker-loss`` and ``consume-move`` (consumer groups across a move and a broker kill), every broker
-of every system on its own 100mbit link and the object store 30 ms away (p99 80 ms). Then two small
-sets beside them, each a one-value matrix axis so that its runs are configurations of their own:
+"""``python -m bench suite default`` (what ``make bench`` runs) and ``python -m bench suite full``:
+every system the harness starts (systems/registry.py ``LAUNCHED``: replication copy, tiered storage,
+shared storage) in its production configuration, scaled down 100x (each scenario's ``scale``,
+docs/scale-model.md), under the same move budget (half a broker's link per move) and the same
+client settings (linger.ms 5, the client's own default), every broker on its own 100mbit link and
+the object store 30 ms away (p99 80 ms).
 
-* the client setting's sensitivity: ``reassign-one`` at 64 MiB and ``broker-loss`` at linger.ms 250
-  too (the report's "what batching does to each system" table);
-* no move limit: ``reassign-one`` at 64 MiB without the move budget.
+* ``default`` (about 13 minutes on 2 cores): ``calibrate`` under the move budget and without it
+  (one cluster per system and setting, eight partitions of several sizes and ingest rates moved one
+  after another, the links stepped to 1gbit: every held-out axis of the move models, size, ingest,
+  link and the link budget, from one run each), then ``broker-loss`` and ``consume-move`` (a
+  broker killed under load; consumer groups across a move and a broker kill), once each.
+* ``full`` (about 55 minutes): the run-level suite, each configuration 3 times (``REPETITIONS``):
+  ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB), ``broker-loss``,
+  ``consume-move``; the client setting's sensitivity (``reassign-one`` at 64 MiB and
+  ``broker-loss`` at linger.ms 250 too: the report's "what batching does to each system" table);
+  ``reassign-one`` at 64 MiB without the move budget.
 
-Each configuration is repeated (``REPETITIONS``) so the report can give medians with their spread;
-then a comparison table. Runs land in the usual places
-(``results/<scenario>/<timestamp>/<run_id>/``); the suite also writes
-``results/suite-default/<timestamp>/suite.json`` listing them with the table's rows.
+Runs land in the usual places (``results/<scenario>/<timestamp>/<run_id>/``); the suite also
+writes ``results/suite-<name>/<timestamp>/suite.json`` listing them with the comparison table's rows.
 """
 from __future__ import annotations
 
@@ -37,19 +39,24 @@ REPETITIONS = 3  # runs per configuration: the least that gives a median and a s
 SENSITIVITY_LINGER_MS = 250
 SENSITIVITY_SIZE = "64MiB"  # reassign-one's largest partition: the copy's longest move
 
-SUITES = {
-    # (scenario, overrides); the system axis is set from the available systems.
+SUITES: dict[str, list[tuple[str, list[str], int]]] = {
+    # (scenario, overrides, repetitions); the system axis is set from the available systems.
     "default": [
-        ("reassign-one", []),
-        ("broker-loss", []),
-        ("consume-move", []),
+        ("calibrate", [], 1),  # its matrix: with and without the move budget
+        ("broker-loss", [], 1),
+        ("consume-move", [], 1),
+    ],
+    "full": [
+        ("reassign-one", [], REPETITIONS),
+        ("broker-loss", [], REPETITIONS),
+        ("consume-move", [], REPETITIONS),
         # the client setting's sensitivity
         ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
-                          f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"]),
-        ("broker-loss", [f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"]),
+                          f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
+        ("broker-loss", [f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
         # every system without a move limit
         ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
-                          "matrix.system.move_budget_of_link=[null]"]),
+                          "matrix.system.move_budget_of_link=[null]"], REPETITIONS),
     ],
 }
 
@@ -63,10 +70,9 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
         console.print(f"[red]--systems: unknown system(s) {unknown or chosen} (systems: {', '.join(NAMES)})[/red]")
         return 2
     scenarios = []
-    for ref, overrides in SUITES[name]:
+    for ref, overrides, reps in SUITES[name]:
         sc = load_scenario(resolve_scenario(ref),
-                                  [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]",
-                                   f"repetitions={REPETITIONS}"])
+                           [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]", f"repetitions={reps}"])
         scenarios.append(sc)  # all validated before anything starts
     ts = runner.timestamp()
     done: list[tuple[str, dict]] = []

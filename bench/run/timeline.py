@@ -54,10 +54,19 @@ class RunHandle(Protocol):
 def run_timeline(run: RunHandle, t_zero: float) -> None:
     """Carry out every action of ``run.sc`` in order, each at ``t_zero + at_s``."""
     ctx = TimelineContext(run, t_zero)
+    end = t_zero + run.sc.workload.duration_s
     for i, a in enumerate(run.sc.actions):
         if not run.sleep_until(t_zero + a.at_s):
             return
         st = run.state.actions[i]
+        if a.after_moves:
+            while run.state.moving and time.time() < end:
+                if not run.sleep_until(time.time() + 0.1):
+                    return
+            if run.state.moving:  # the schedule did not fit the load: say so, never a late move
+                st.status, st.detail, st.ended = "failed", "earlier moves still running when the load ended", time.time()
+                run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": False, "error": st.detail})
+                continue
         st.status, st.started = "running", time.time()
         try:
             a.spec.execute(ctx, i, a)

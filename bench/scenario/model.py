@@ -42,6 +42,9 @@ class Topic(Model):
     producers: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
     # None: the system's production default, never above the replication factor.
     min_insync_replicas: Optional[Annotated[int, Field(strict=True, ge=1)]] = None
+    # None: prefill.bytes_per_partition. Given: this topic's partitions are prefilled with this
+    # many bytes instead (one cluster holding partitions of several sizes: one run, many sizes).
+    prefill_bytes: Optional[Annotated[Bytes, Field(ge=0)]] = None
 
     @field_validator("name")
     @classmethod
@@ -284,8 +287,7 @@ class Scenario(Model):
                 if wl.topic(name) is None:
                     raise field_error(f"consumers.{i}.topics.{j}", f"unknown topic {name!r} (not in workload.topics)")
             if cs.mode == "catch_up":
-                empty = [t for t in self.consumer_topics(cs)
-                         if not self.prefill.bytes_per_partition or t not in self.prefill_topics()]
+                empty = [t for t in self.consumer_topics(cs) if not self.prefill_bytes_of(t)]
                 if empty:
                     raise field_error(f"consumers.{i}.mode", f"catch_up reads a backlog: topic {empty[0]!r} has no "
                                                              f"prefill (prefill.bytes_per_partition / prefill.topics)")
@@ -453,6 +455,27 @@ class Scenario(Model):
         if self.prefill.topics is not None:
             return list(self.prefill.topics)
         return [t.name for t in self.workload.topics]
+
+    def prefill_bytes_of(self, topic: str) -> int:
+        """The bytes prefilled into each partition of ``topic``: its own ``prefill_bytes``, else
+        ``prefill.bytes_per_partition`` (0: not prefilled, or not in ``prefill.topics``)."""
+        t = self.workload.topic(topic)
+        if t is None or topic not in self.prefill_topics():
+            return 0
+        return int(t.prefill_bytes if t.prefill_bytes is not None else self.prefill.bytes_per_partition)
+
+    def nominal_ingest_of(self, topic: str) -> float | None:
+        """The scenario's ingest into each partition of ``topic`` in bytes/s at the load's nominal
+        rate: a topic with its own producers gets their share of the rate, spread over its
+        partitions; otherwise the pool's rate spreads over every partition. None: unknown topic."""
+        wl = self.workload
+        t = wl.topic(topic)
+        if t is None:
+            return None
+        rate = float(wl.produce_rate_msgs_per_s) * float(wl.message_bytes)
+        if t.producers is not None:
+            return rate * t.producers / wl.producers / t.partitions
+        return rate / sum(x.partitions for x in wl.topics)
 
     def resolved(self) -> dict[str, Any]:
         """Plain dict with every default filled in (what a run stores next to its history)."""

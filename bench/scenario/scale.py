@@ -73,10 +73,9 @@ def scale_check(sc: Any) -> dict[str, Any] | None:
     def add(setting: str, dimension: str, value: Any, production: Production | None) -> None:
         rows.append(_row(setting, dimension, value, production, declared[dimension], tol))
 
-    add("prefill.bytes_per_partition (the partitions' size)", "bytes", sc.prefill.bytes_per_partition, None)
-    partitions = sum(t.partitions for t in wl.topics)
-    add("workload ingest per partition (bytes/s)", "rate",
-        wl.produce_rate_msgs_per_s * wl.message_bytes / partitions, None)
+    add("prefill (the largest partition's size)", "bytes", max(sc.prefill_bytes_of(t.name) for t in wl.topics), None)
+    add("workload ingest per partition (bytes/s, the highest)", "rate",
+        max(sc.nominal_ingest_of(t.name) or 0.0 for t in wl.topics), None)
     if net.link_rate is not None:
         add("network.link_rate (the brokers' links)", "rate", rate_bits(net.link_rate) / 8, LINK)
     add("workload.linger_ms (linger.ms)", "time", wl.linger_ms, LINGER)

@@ -304,3 +304,36 @@ def test_moves_of_one_run_at_stepped_links_give_a_link_check():
     v = [x for x in validate(pts, "replication", open_points=pts) if x["axis"] == "link"]
     assert [x["status"] for x in v] == ["ok"] and v[0]["held_out"] == {"link": 1e9} and abs(v[0]["error_pct"]) < 1e-3
     assert v[0]["train_values"] == [1e8, 2e8]
+
+
+def test_per_move_settings_give_one_run_several_sizes_and_ingest_rates():
+    # calibrate: one run holds partitions of several sizes and rates; each move's settings are its
+    # partition's, so the size and ingest checks group them as if each were a run of its own
+    from bench.analysis.aggregate.fits import per_move_settings
+
+    run = {"link_rate": "100mbit", "prefill_bytes_per_partition": 0, "produce_rate_msgs_per_s": 600}
+    m = {"link_rate_at_request": "200mbit", "prefill_bytes_of_partition": 16.0 * MiB,
+         "nominal_ingest_bytes_per_s": 409600.0}
+    got = per_move_settings(m, run)
+    assert got == {"link_rate": "200mbit", "prefill_bytes_per_partition": 16 * MiB, "ingest_bytes_per_s": 409600.0}
+    p = replace(copy_pt(16 * MiB), params=tuple(sorted({**dict(params(16 * MiB)), **got}.items())))
+    assert mdl.axis_value(p, "ingest") == 409600.0 and mdl.nominal_ingest(p) == 409600.0
+    assert mdl.axis_value(p, "size") == 16 * MiB
+    # the ingest axis' own settings never split its family; they split every other axis' family
+    q = replace(p, params=tuple(sorted({**dict(p.params), "ingest_bytes_per_s": 819200.0}.items())))
+    assert mdl.family_key(p, "ingest") == mdl.family_key(q, "ingest")
+    assert mdl.family_key(p, "size") != mdl.family_key(q, "size")
+    # a run without emulated links keeps none
+    assert "link_rate" not in per_move_settings(m, {"link_rate": None})
+
+
+def test_the_link_axis_fits_moves_of_every_size_below_the_held_out_link():
+    pts = []
+    for link, bits in (("100mbit", 12.5e6), ("200mbit", 25e6)):
+        for size in (4 * MiB, 32 * MiB):
+            p = copy_pt(size, throttle=bits, key=f"{link}-{size}")
+            pts.append(replace(p, params=tuple(sorted({**dict(p.params), "link_rate": link}.items()))))
+    held = copy_pt(32 * MiB, throttle=125e6, key="1g")
+    pts.append(replace(held, params=tuple(sorted({**dict(held.params), "link_rate": "1000mbit"}.items()))))
+    checks = [c for c in validate(pts, "replication", axes=("link",)) if c["held_out"].get("link") == 1e9]
+    assert len(checks) == 1 and checks[0]["n_train"] == 4 and checks[0]["status"] == "ok", checks

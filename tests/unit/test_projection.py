@@ -63,7 +63,9 @@ def test_steady_traffic_that_fills_the_link_is_infeasible_with_the_arithmetic():
     # 2 followers x 100 MB/s + 1 group x 100 MB/s = 300 MB/s >= 125 MB/s
     assert "replication to 2 followers 200 MB/s" in r1["reason"] and "300 MB/s >= its 125 MB/s link" in r1["reason"]
     b = LinkBudget(125e6, (("a", 100e6), ("b", 25e6)))
-    assert b.infeasible and LinkBudget(125e6, (("a", 100e6),)).cap(None) == 25e6
+    # the link carries its rate less the TCP/IP and Ethernet headers as payload (1448 of 1514 bytes)
+    assert b.infeasible and LinkBudget(125e6, (("a", 100e6),)).cap(None) == pytest.approx(125e6 * 1448 / 1514 - 100e6)
+    assert LinkBudget(125e6, (("a", 120e6),)).infeasible  # below the link's rate, above its payload
     assert LinkBudget(125e6, (("a", 100e6),)).cap(10e6) == 10e6 and not LinkBudget(None, ()).infeasible
 
 
@@ -78,13 +80,15 @@ def test_a_validated_copy_model_projects_the_article_partition_with_its_validity
     rows = projection.table_rows({"replication": m}, {"replication": v}, val)
     r10 = next(r for r in rows if r["size_label"] == "8.2 TB" and r["link_gbit_s"] == 10.0)
     # the leader's 1250 MB/s less 200 MB/s to its followers and 100 MB/s to its readers
-    assert r10["status"] == "validated" and r10["cap_bytes_per_s"] == pytest.approx(950e6)
-    assert r10["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * 950e6 - 100e6), rel=1e-3)
+    left = 1.25e9 * 1448 / 1514 - 300e6  # the 10 Gbit/s link's TCP payload less replication and reads
+    assert r10["status"] == "validated" and r10["cap_bytes_per_s"] == pytest.approx(left)
+    assert r10["move_seconds"] == pytest.approx(0.8 + 8.2e12 / (0.85 * left - 100e6), rel=1e-3)
     assert r10["bytes_moved"] == pytest.approx(8.2e12 + 100e6 * (r10["move_seconds"] - 0.8), rel=1e-6)
     rate = r10["validity"]["rate"]
-    # the largest held-out rate is the budget check's: 125 MB/s less 2 x 0.82 MB/s of replication
-    assert rate["held_out_max"] == pytest.approx(125e6 - 2 * 200 * 4096.0)
-    assert rate["factor"] == pytest.approx(950e6 / rate["held_out_max"]) and rate["within"]
+    # the largest held-out rate is the budget check's: 125 MB/s of link (its TCP payload) less
+    # 2 x 0.82 MB/s of replication
+    assert rate["held_out_max"] == pytest.approx(125e6 * 1448 / 1514 - 2 * 200 * 4096.0)
+    assert rate["factor"] == pytest.approx(left / rate["held_out_max"]) and rate["within"]
     assert r10["validity"]["bytes"]["factor"] > 1e4 and "extrapolated" in r10["validity_text"]
 
 
@@ -96,7 +100,7 @@ def test_a_projection_beyond_an_axis_bound_reads_not_validated_extrapolation():
     assert v.validated
     r10 = projection.partition_case("replication", m, v, 10.0, 8.2e12, "8.2 TB", val)
     assert r10["status"] == "not validated" and r10["move_seconds"] is None
-    assert r10["reason"].startswith("extrapolation: the move's rate 950 MB/s is") and "(bound 30x)" in r10["reason"]
+    assert r10["reason"].startswith("extrapolation: the move's rate 896 MB/s is") and "(bound 30x)" in r10["reason"]
 
 
 def test_ingest_beyond_the_copy_rate_never_finishes():
@@ -104,7 +108,7 @@ def test_ingest_beyond_the_copy_rate_never_finishes():
     val = mdl.validate(pts, "replication")
     m = mdl.fit_model([p for p in pts if p.link_demand < 1], "replication")
     v = projection.validity("replication", val)
-    never = projection.partition_case("replication", m, v, 3.0, 8.2e12, "8.2 TB", val)  # 75 MB/s left
+    never = projection.partition_case("replication", m, v, 3.0, 8.2e12, "8.2 TB", val)  # 59 MB/s left
     assert never["never"] and never["move_seconds"] is None and never["validated"]
     h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}), {"replication": v}, val)
     assert {(x["case"], x["link_gbit_s"]): x["status"] for x in h} == {
@@ -213,7 +217,7 @@ def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
     v = projection.validity("tiered", val)
     assert v.validated and {"throttle", "ingest"} <= set(v.axes), v
     rows = projection.table_rows({"tiered": m}, {"tiered": v}, val)
-    cap = 1250e6 - 400e6  # 2 followers, one group's reads and the uploads
+    cap = 1250e6 * 1448 / 1514 - 400e6  # TCP payload less 2 followers, one group's reads and the uploads
     # 1 GB: smaller than the local tail, copied whole (no assumption about what is tiered)
     r1 = next(r for r in rows if r["size_label"] == "1 GB" and r["link_gbit_s"] == 10.0)
     assert r1["status"] == "validated", r1["reason"]

@@ -456,7 +456,7 @@ def test_the_scale_table_shows_each_setting_against_production_and_flags_a_broke
     assert "| 12.5 MB/s | 1250 MB/s |" in link and "| 1/100 (1/100) | ok (+0.0%) |" in link
     latency = next(r for r in rows if "object_store_latency" in r)
     assert "| 30 ms | 30 ms |" in latency and "Quickwit" in latency
-    size = next(r for r in rows if "prefill.bytes_per_partition" in r)
+    size = next(r for r in rows if "the largest partition's size" in r)
     assert "| 64 MiB | 6.2 GiB | what the run stands for" in size and size.endswith("| stands for |")
     assert "Declaring no scale model (not checked): hand, hand-made." in section
     configs = md.split("## Configurations compared", 1)[1].split("\n## ", 1)[0]

@@ -63,10 +63,11 @@ def test_builtin_scenario_loads_and_expands(path):
         # Kept small enough for a quick run on a laptop; users scale up with --set. sweep-shared is
         # the measurement of large partitions (up to 4 GiB) for the shared model's checks,
         # tiered-move the 1 GiB partition of tiered storage's move (on 1gbit links), link-steps
-        # partitions whose copy at 1gbit lasts about a second (the link check's held-out move).
-        assert run.workload.duration_s <= 60
+        # partitions whose copy at 1gbit lasts about a second (the link check's held-out move);
+        # calibrate twelve moves one after another (the throttled copy's take about 58 s).
+        assert run.workload.duration_s <= (65 if sc.name == "calibrate" else 60)
         large = {"sweep-shared": 4 * 2**30, "tiered-move": 2**30, "link-steps": 96 * 2**20}
-        assert run.prefill.bytes_per_partition <= large.get(sc.name, 64 * 2**20)
+        assert max(run.prefill_bytes_of(t.name) for t in run.workload.topics) <= large.get(sc.name, 64 * 2**20)
 
 
 def test_reassign_one_matrix_run_ids_and_values():
@@ -456,32 +457,39 @@ def test_linger_is_a_workload_setting_recorded_with_the_run():
             load_scenario(REASSIGN_ONE, [f"workload.linger_ms={bad}"])
 
 
-def test_the_default_suite_runs_on_production_terms():
-    """The default suite's scenarios declare the scale model and keep it (but for the tiered remote
-    log manager's interval, reported), set the object store's measured latency and the move budget,
-    and keep the time-like settings (session timeouts, linger.ms) at production values; the suite
-    adds the sensitivity and no-limit sets as configurations of their own."""
+def test_the_suites_run_on_production_terms():
+    """The suites' scenarios declare the scale model and keep it (but for the tiered remote log
+    manager's interval, reported), set the object store's measured latency and the move budget,
+    and keep the time-like settings (session timeouts, linger.ms) at production values; the full
+    suite adds the sensitivity and no-limit sets as configurations of their own, the default one
+    runs calibrate with and without the move budget."""
     from bench.run.suite import SUITES
     from bench.scenario import resolve_scenario
     from bench.scenario.scale import scale_check
 
-    for name in ("reassign-one", "broker-loss", "consume-move"):
+    for name in ("reassign-one", "broker-loss", "consume-move", "calibrate"):
         for rid, sc in expand(load_scenario(resolve_scenario(name))):
             assert (sc.scale.bytes, sc.scale.rate) == (0.01, 0.01), rid
-            assert sc.system.move_budget_of_link == 0.5 and sc.workload.linger_ms == 5, rid
+            assert sc.system.move_budget_of_link in (0.5, None) and sc.workload.linger_ms == 5, rid
             assert sc.network.object_store_latency == {"p50": "30ms", "p99": "80ms"}, rid
             assert not sc.system.extra, rid  # Kafka's session timeouts
             check = scale_check(sc)
             assert check["breaks"] == (["remote.log.manager.task.interval.ms"] if sc.system.kind == "tiered" else []), rid
-    ids = set()
-    for name, overrides in SUITES["default"]:
-        for rid, _ in expand(load_scenario(resolve_scenario(name), overrides)):
-            assert rid not in ids, rid  # every set a configuration of its own
-            ids.add(rid)
-    assert "reassign-one__system.kind=shared__prefill.bytes_per_partition=64MiB__workload.linger_ms=250" in ids
-    assert "broker-loss__system.kind=tiered__workload.linger_ms=250" in ids
+    ids: dict[str, set[str]] = {}
+    for suite, entries in SUITES.items():
+        ids[suite] = set()
+        for name, overrides, reps in entries:
+            assert reps >= 1
+            for rid, _ in expand(load_scenario(resolve_scenario(name), overrides)):
+                assert rid not in ids[suite], rid  # every set a configuration of its own
+                ids[suite].add(rid)
+    full, default = ids["full"], ids["default"]
+    assert "reassign-one__system.kind=shared__prefill.bytes_per_partition=64MiB__workload.linger_ms=250" in full
+    assert "broker-loss__system.kind=tiered__workload.linger_ms=250" in full
     assert "reassign-one__system.kind=replication__prefill.bytes_per_partition=64MiB__system.move_budget_of_link=null" \
-        in ids
+        in full
+    assert {"calibrate__system.kind=tiered__system.move_budget_of_link=0.5",
+            "calibrate__system.kind=tiered__system.move_budget_of_link=null"} <= default
 
 
 @pytest.mark.parametrize("action, fragment", [
@@ -590,3 +598,31 @@ def test_system_section_is_built_from_the_profiles_declared_settings():
     sc = parse_scenario(minimal(system={"kind": "tiered", "brokers": 3}), "x.yaml")
     assert sc.system.segment_bytes is None
     assert sc.profile.describe(sc.settings())["segment_bytes"] == declared["segment_bytes"].default
+
+
+def test_topics_carry_their_own_prefill_and_producers_their_share_of_the_rate():
+    data = minimal()
+    data["workload"]["topics"] = [{"name": "a", "partitions": 1, "producers": 1, "prefill_bytes": "4MiB"},
+                                  {"name": "b", "partitions": 2, "producers": 3}]
+    data["workload"]["producers"] = 4
+    data["workload"]["produce_rate_msgs_per_s"] = 400
+    data["prefill"] = {"bytes_per_partition": "1MiB", "topics": ["a", "b"]}
+    data["actions"] = []
+    sc = parse_scenario(data, "x.yaml")
+    size = float(sc.workload.message_bytes)
+    assert sc.prefill_bytes_of("a") == 4 * 2**20 and sc.prefill_bytes_of("b") == 2**20
+    assert sc.nominal_ingest_of("a") == pytest.approx(100 * size)
+    assert sc.nominal_ingest_of("b") == pytest.approx(150 * size)  # 3 of 4 producers over 2 partitions
+    assert sc.nominal_ingest_of("nope") is None
+    data["prefill"]["topics"] = ["b"]
+    assert parse_scenario(data, "x.yaml").prefill_bytes_of("a") == 0  # not prefilled at all
+    data["workload"]["topics"][0]["prefill_bytes"] = -1
+    assert "workload.topics.0.prefill_bytes" in str(error_of(data))
+
+
+def test_after_moves_is_a_field_of_every_action_kind():
+    data = minimal()
+    data["actions"] = [{"at_s": 1, "kind": "kill_broker", "broker": 1, "after_moves": True}]
+    assert parse_scenario(data, "x.yaml").actions[0].after_moves
+    data["actions"][0]["after_moves"] = "soon"
+    assert "actions.0.after_moves" in str(error_of(data))

@@ -95,7 +95,7 @@ def move_cap(run: StoredRun | None, fam: mdl.MoveFamily, ingest: float, fallback
     budgets = [LinkBudget(link, terms) for link in links]
     cap = min(b.cap(throttle) for b in budgets)
     tight = min(budgets, key=lambda b: b.left)
-    demand = (tight.steady + min(throttle or math.inf, tight.link_bytes_per_s)) / tight.link_bytes_per_s
+    demand = (tight.steady + min(throttle or math.inf, tight.payload)) / tight.payload
     return (cap if cap > 0 else None), demand
 
 
@@ -114,8 +114,7 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ())
         run = by_key.get(m["run_key"])
         bw = m.get("bandwidth_bytes_per_s")
         prm = params.get(m["run_key"], ())
-        if m.get("link_rate_at_request") and dict(prm).get("link_rate"):  # a run that steps its links
-            prm = tuple(sorted({**dict(prm), "link_rate": m["link_rate_at_request"]}.items()))
+        prm = tuple(sorted({**dict(prm), **per_move_settings(m, dict(prm))}.items()))
         p = mdl.MovePoint(
             m["system"], m["run_key"], float(m["move_seconds"]), float(m["partition_bytes"]),
             float(bw) if bw else None, float(m.get("ingest_bytes_per_s") or 0.0),
@@ -126,9 +125,26 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ())
             else float(m["leader_change_ts"]) - float(m["request_ts"]),
             None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"]),
             version=run_version(run.summary) if run is not None else None)
-        cap, demand = move_cap(run, fam, mdl.nominal_ingest(p), p.cap_bytes_per_s, dict(prm).get("link_rate"))
+        steady = m.get("sender_ingest_bytes_per_s")  # all the sender leads; else the partition's own
+        cap, demand = move_cap(run, fam, float(steady) if steady else mdl.nominal_ingest(p), p.cap_bytes_per_s,
+                               dict(prm).get("link_rate"))
         pts.append(replace(p, cap_bytes_per_s=cap, link_demand=demand))
     return pts
+
+
+def per_move_settings(m: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The settings that hold for one move rather than its whole run (a run that steps its links,
+    holds partitions of several sizes or feeds them at several rates): the link in force at the
+    request, the moved partition's prefill and its nominal ingest (``ingest_bytes_per_s``, which
+    the ingest axis reads before the run's rate)."""
+    out: dict[str, Any] = {}
+    if m.get("link_rate_at_request") and params.get("link_rate"):
+        out["link_rate"] = m["link_rate_at_request"]
+    if m.get("prefill_bytes_of_partition") is not None:
+        out["prefill_bytes_per_partition"] = int(m["prefill_bytes_of_partition"])
+    if m.get("nominal_ingest_bytes_per_s") is not None:
+        out["ingest_bytes_per_s"] = round(float(m["nominal_ingest_bytes_per_s"]), 3)
+    return out
 
 
 def _effective_settings(r: StoredRun) -> dict[str, Any]:

@@ -118,8 +118,28 @@ def _protocol_of(p: dict[str, Any] | None) -> dict[str, Any]:
             "protocol_target_bytes": float(sum(target.values())) if target else None}
 
 
+def sender_ingest(r: Any, m: dict[str, Any], run_moves: list[dict[str, Any]]) -> float | None:
+    """The nominal ingest of every partition the moved partition's leader leads at the request
+    (its own included): what its steady egress (replication, uploads, WAL) carries besides the
+    move. Leaders: the scenario's placement, changed by the run's earlier moves (None: unknown)."""
+    sc = r.scenario
+    if sc is None or m.get("request_ts") is None:
+        return None
+    leaders = {(t, p): reps[0] for t, parts in sc.placement().items() for p, reps in parts.items() if reps}
+    for o in sorted(run_moves, key=lambda o: o["lc_ts"] or 0):
+        if o["lc_ts"] is not None and o["lc_ts"] <= m["request_ts"] and o.get("new_leader") is not None:
+            leaders[(o["topic"], o["partition"])] = o["new_leader"]
+    sender = leaders.get((m["topic"], m["partition"]))
+    if sender is None:
+        return None
+    return float(sum(sc.nominal_ingest_of(t) or 0.0 for (t, _), b in leaders.items() if b == sender))
+
+
 def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
     by_idx = {r.idx: r for r in runs}
+    of_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for m in move_keys:
+        of_run[m["run_idx"]].append(m)
     phases: dict[tuple[int, str], dict[str, dict[str, float]]] = defaultdict(dict)
     for r in runs:
         for e in r.view.events_named(EVENT_MOVE_PHASE):
@@ -197,6 +217,9 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "objstore_bandwidth_bytes_per_s": r.param("objstore_bandwidth_bytes_per_s"),
             "bandwidth_bytes_per_s": r.bandwidth_at(link),
             "link_rate_at_request": link,
+            "prefill_bytes_of_partition": float(r.scenario.prefill_bytes_of(m["topic"])) if r.scenario else None,
+            "nominal_ingest_bytes_per_s": r.scenario.nominal_ingest_of(m["topic"]) if r.scenario else None,
+            "sender_ingest_bytes_per_s": sender_ingest(r, m, of_run[m["run_idx"]]),
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
             "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
             **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),

@@ -79,6 +79,10 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         *[(name, F64) for name in MOVE_METRIC_NAMES],  # bench/check/metrics.py
         ("replication_throttle_bytes_per_s", F64), ("objstore_bandwidth_bytes_per_s", F64),
         ("bandwidth_bytes_per_s", F64), ("link_rate_at_request", STR), ("phases_json", STR),
+        # The scenario's settings for the moved partition (a run may hold partitions of several
+        # sizes and ingest rates): its prefill and its nominal ingest (Scenario.nominal_ingest_of).
+        # and the nominal ingest of every partition its leader leads then (the sender's steady traffic).
+        ("prefill_bytes_of_partition", F64), ("nominal_ingest_bytes_per_s", F64), ("sender_ingest_bytes_per_s", F64),
         # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
         # the stream objects the new owner opened and its open phases' seconds (handover family),
         # how many partitions the action moved (the models fit single-partition moves only).
@@ -167,6 +171,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("efficiency", F64), ("efficiency_se", F64), ("efficiency_fitted", BOOL), ("open_fixed_s", F64),
         ("open_per_object_s", F64), ("open_per_object_se", F64), ("open_objects_max", F64), ("open_n", I64),
         ("r2", F64), ("rmse_s", F64), ("n", I64), ("runs", STR), ("assumptions", STR),
+        # the code version the fit rests on and its fitted range per axis (the report's headline
+        # figure rebuilds each model from this row: without them no check would be its own)
+        ("version", STR), ("domain", STR),
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
         # the moves of its kind left out because the host was saturated, and those kept unknown
         # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words

@@ -28,10 +28,11 @@ AXES: dict[str, tuple[str, ...]] = {
     "size": ("prefill_bytes_per_partition",),
     "throttle": ("replication_throttle_bytes_per_s", "replication_throttle_of_link",
                  "objstore_bandwidth_bytes_per_s"),
-    # a throttle or a move budget set as a share of the link moves with it (each system's mechanism)
-    "link": ("link_rate", "replication_throttle_bytes_per_s",
+    # a throttle or a move budget set as a share of the link moves with it (each system's mechanism);
+    # the size is an input of the prediction (moves of every size at the slower links fit it)
+    "link": ("link_rate", "replication_throttle_bytes_per_s", "prefill_bytes_per_partition",
              *sorted({p.move_budget for p in PROFILES.values() if p.move_budget} - {"replication_throttle_bytes_per_s"})),
-    "ingest": ("produce_rate_msgs_per_s",),
+    "ingest": ("produce_rate_msgs_per_s", "ingest_bytes_per_s"),
     # the link budget: moves the link's rest caps (after the steady traffic) predicted from moves
     # their throttle caps, of every size (the size is an input of the prediction)
     "budget": ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "replication_throttle_of_link",
@@ -45,6 +46,7 @@ AXES_DOTTED: dict[str, tuple[str, ...]] = {
     "throttle": ("system.replication_throttle_bytes_per_s", "system.replication_throttle_of_link",
                  "system.objstore_bandwidth_bytes_per_s"),
     "link": ("network.link_rate", "system.replication_throttle_bytes_per_s", "system.move_budget_of_link",
+             "prefill.bytes_per_partition",
              *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
     "ingest": ("workload.produce_rate_msgs_per_s",),
     "budget": ("prefill.bytes_per_partition", "system.replication_throttle_bytes_per_s",
@@ -107,11 +109,16 @@ def axis_value(p: MovePoint, axis: str) -> float | None:
     elif axis == "link":
         from bench.units import rate_bits
         v = rate_bits(s["link_rate"]) if s.get("link_rate") else None
-    elif axis == "ingest":
+    elif axis == "ingest":  # the move's own partition's (per_move_settings), else the run's rate spread
         rate, size, parts = s.get("produce_rate_msgs_per_s"), s.get("message_bytes"), s.get("partitions") or 1
-        v = float(rate) * float(size) / float(parts) if rate and size else None
+        v = s.get("ingest_bytes_per_s")
+        if v is None:
+            v = float(rate) * float(size) / float(parts) if rate and size else None
     elif axis == "budget":
-        v = p.link_demand
+        # to 0.1 away from 1 (the moves of one setting form one held-out value, and none crosses
+        # from throttle-capped, <= 1, to capped by the link's rest, > 1)
+        d = p.link_demand
+        v = None if d is None else (math.ceil(d * 10 - 1e-9) / 10 if d > 1 else math.floor(d * 10 + 1e-9) / 10)
     else:
         raise ValueError(f"unknown axis {axis!r}")
     return float(v) if v is not None else None

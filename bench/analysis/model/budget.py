@@ -8,7 +8,8 @@ the partition's ingest, its replication factor and its consumer groups. The move
 of the link, or its throttle when that is lower. A case whose steady traffic alone fills the link
 is ``infeasible``: it gets the arithmetic, never a time.
 
-One direction of a full-duplex link: the sender's egress (what every term above is).
+One direction of a full-duplex link: the sender's egress (what every term above is), in payload
+bytes: a link carries ``WIRE_PAYLOAD_SHARE`` of its rate as TCP payload (a throttle counts payload).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def mb(x: float) -> str:
     return f"{v:,.0f} MB/s" if abs(v) >= 100 else f"{v:.3g} MB/s"
 
 
+# TCP payload per Ethernet frame on a 1500-byte MTU with TCP timestamps (Linux's default): MSS
+# 1448 of 1514 bytes on the wire (a tbf qdisc counts the frame with its 14-byte Ethernet header).
+WIRE_PAYLOAD_SHARE = 1448 / 1514
+
+
 @dataclass(frozen=True)
 class LinkBudget:
     """The sending broker's link in one direction and the steady traffic on it."""
@@ -35,13 +41,18 @@ class LinkBudget:
         return float(sum(v for _, v in self.terms))
 
     @property
+    def payload(self) -> float:
+        """The link's rate in TCP payload bytes/s (inf without a link)."""
+        return math.inf if self.link_bytes_per_s is None else self.link_bytes_per_s * WIRE_PAYLOAD_SHARE
+
+    @property
     def left(self) -> float:
         """What a move may use of the link (inf without a link)."""
-        return math.inf if self.link_bytes_per_s is None else self.link_bytes_per_s - self.steady
+        return self.payload - self.steady
 
     @property
     def infeasible(self) -> bool:
-        return self.link_bytes_per_s is not None and self.steady >= self.link_bytes_per_s
+        return self.link_bytes_per_s is not None and self.steady >= self.payload
 
     def cap(self, throttle_bytes_per_s: float | None) -> float:
         """The move's cap: its throttle, or what the steady traffic leaves of the link when lower."""
@@ -60,7 +71,7 @@ class LinkBudget:
         op = ">=" if self.infeasible else "<"
         tail = ("" if self.infeasible else f"; {mb(self.left)} left for the move")
         return (f"the sender's steady egress {parts} = {mb(self.steady)} {op} its {mb(self.link_bytes_per_s)} "
-                f"link{tail}")
+                f"link ({mb(self.payload)} of TCP payload){tail}")
 
 
-__all__ = ["LinkBudget", "mb"]
+__all__ = ["WIRE_PAYLOAD_SHARE", "LinkBudget", "mb"]

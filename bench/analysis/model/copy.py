@@ -142,7 +142,7 @@ class CopyFamily:
         # the throttle's share of the link, or what the steady traffic leaves of it when lower
         df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.least(
                   F.col("link_bytes_per_s") * F.col("throttle_share"),
-                  F.col("link_bytes_per_s") - F.col("steady_bytes_per_s")))
+                  F.col("payload_bytes_per_s") - F.col("steady_bytes_per_s")))
               .withColumn("copy_bytes", self.copy_column(F)))
         net = F.lit(m.efficiency) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
         return (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))

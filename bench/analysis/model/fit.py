@@ -93,8 +93,8 @@ def validate(points: Sequence[MovePoint], system: str,
             for p in fpts:
                 by_val[axis_value(p, axis)].append(p)
             values = sorted(by_val)
-            if len(values) < 2:
-                continue
+            if len(values) < 2 or (axis == "budget" and values[0] > 1.0):
+                continue  # a budget check fits on moves their throttle capped: none here
             # Every value with enough smaller ones is held out in turn (walk-forward); a family
             # with none says why its largest value could not be checked.
             # the budget axis checks only moves the link's rest capped (demand above the link)

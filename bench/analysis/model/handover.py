@@ -52,6 +52,10 @@ def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | 
     if b < 0:
         notes.append("The fitted per-object cost was negative; taken as 0.")
         b = 0.0
+    elif f.slope_se is None or b <= 2.0 * f.slope_se:
+        notes.append(f"The opens do not identify the per-object cost (its standard error "
+                     f"{(f.slope_se or 0) * 1000:.3g} ms is more than half of it): taken as 0.")
+        return float(s.mean()), 0.0, f.slope_se, float(n.max()), len(op), notes
     return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
 
 
@@ -95,8 +99,11 @@ class HandoverFamily:
                        "tail = the bytes the old owner uploaded at the close (measured)."] + notes + lag_notes
         if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
             f = fit_linear(x, y)
-            # physical parameters only: u in (0, 1] (no upload beats its cap), c >= 0
-            if f.slope >= 1.0 and f.intercept + lag >= 0:
+            # physical parameters only: u in (0, 1] (no upload beats its cap), c >= 0; and a slope
+            # the moves identify (two standard errors from 0: a tail of a few hundred kB at the cap
+            # lasts less than the noise of a sub-second handover)
+            identified = f.slope_se is not None and f.slope > 2.0 * f.slope_se
+            if f.slope >= 1.0 and f.intercept + lag >= 0 and identified:
                 u = 1.0 / f.slope
                 cov = None
                 if f.cov is not None:  # d(u)/d(slope) = -u^2: the covariance of (c, u)
@@ -107,8 +114,10 @@ class HandoverFamily:
                 return MoveModel(system, self.name, f.intercept + lag, plus_se(f.intercept_se, lag_se), u,
                                  None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
                                  f.r2, f.rmse, f.n, runs, cov, assumptions)
-            assumptions.append(f"The least-squares line (slope {f.slope:.3g}, intercept {f.intercept + lag:.3g} s) is not "
-                               "physical (u = 1 / slope must lie in (0, 1], c >= 0): u is held at 1.")
+            why = ("is not physical (u = 1 / slope must lie in (0, 1], c >= 0)" if identified or f.slope_se is None
+                   else f"does not identify the slope (its standard error {f.slope_se:.3g} is more than half of it)")
+            assumptions.append(f"The least-squares line (slope {f.slope:.3g}, intercept {f.intercept + lag:.3g} s) {why}: "
+                               "u is held at 1.")
         else:
             assumptions.append("The tails barely vary across the moves: u is held at 1 (the tail leaves at the full "
                                "cap) and only the fixed cost is fitted.")
@@ -149,7 +158,7 @@ class HandoverFamily:
         tail = F.least(F.col("upload_threshold_bytes"), F.col("ingest_bytes_per_s") * F.lit(UPLOAD_INTERVAL_S))
         objects = F.ceil(F.col("partition_bytes") / F.lit(float(OBJECT_BYTES))).cast("double")
         df = (base.crossJoin(thr).withColumn("throttle_share", F.lit(None).cast("double"))
-              .withColumn("cap_bytes_per_s", F.col("link_bytes_per_s") - F.col("steady_bytes_per_s"))
+              .withColumn("cap_bytes_per_s", F.col("payload_bytes_per_s") - F.col("steady_bytes_per_s"))
               .withColumn("tail_bytes", tail).withColumn("objects", objects)
               .withColumn("copy_bytes", F.lit(None).cast("double"))
               .withColumn("move_seconds", F.lit(m.fixed_s) + F.col("tail_bytes") / (F.lit(m.efficiency)

@@ -40,6 +40,9 @@ COMMAND_FIELDS = tuple(k for k, s in SPECS.items() if s.needs.command)
 class Action(Model):
     at_s: Annotated[Float, Field(ge=0)]
     kind: ActionKind
+    # Start at at_s or once every earlier move has finished, whichever is later: moves one after
+    # another on one cluster without a schedule padded for the slowest system.
+    after_moves: bool = False
     topic: Optional[str] = None
     partition: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
     to: Optional[Annotated[list[BrokerId], Field(min_length=1)]] = None
@@ -59,7 +62,7 @@ class Action(Model):
         spec = self.spec
         allowed = spec.required | spec.optional
         for f in type(self).model_fields:
-            if f in ("at_s", "kind"):
+            if f in ("at_s", "kind", "after_moves"):
                 continue
             given = getattr(self, f) is not None
             if f in spec.required and not given:
