@@ -17,9 +17,9 @@ $(STAMP): pyproject.toml
 # The whole suite but the benchmarks, folder by folder (tests/conftest.py orders them): tests/unit
 # (nothing started: about a minute, so a broken build fails early), tests/systems (brokers and
 # clusters), tests/harness (scenario runs, CLI, Locust, Spark). One folder: pytest tests/unit.
-# More pytest options: make test ARGS=--durations=30
+# The 15 slowest tests are listed at the end. More pytest options: make test ARGS="-k shared -x"
 test: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -q $(ARGS)
+	$(PY) -m pytest -p no:cacheprovider -q --durations=15 $(ARGS)
 
 # The main job (about 13 minutes on 2 cores): the three systems in their production configurations,
 # calibrate (every held-out axis of the move models, with and without the move budget),

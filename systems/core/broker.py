@@ -317,7 +317,7 @@ class Broker:
     def leader_partition(self, topic: str, index: int):
         """(partition, error) for a request that needs this broker to lead."""
         p = self.partitions.get((topic, index))
-        if p is not None and p.is_leader:
+        if p is not None and p.serving:
             return p, errors.NONE
         info = self.image.partition(topic, index)
         if info is None:
@@ -512,7 +512,7 @@ class Broker:
                 else:
                     # Kafka checks the caller's current epoch first, then leadership.
                     err = part.check_epoch(p.current_leader_epoch)
-                    if err == errors.NONE and not part.is_leader:
+                    if err == errors.NONE and not part.serving:
                         err = errors.NOT_LEADER_OR_FOLLOWER
                 if err == errors.NONE:
                     epoch, end = part.end_offset_for_epoch(p.leader_epoch)

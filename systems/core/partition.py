@@ -46,6 +46,12 @@ class Partition:
         return self.leading and not self.closed
 
     @property
+    def serving(self) -> bool:
+        """Whether clients' produce, fetch and list-offsets requests are served here (a system may
+        require more than leadership: the shared one, a valid lease)."""
+        return self.is_leader
+
+    @property
     def log_start_offset(self) -> int:
         return self.store.log_start_offset
 

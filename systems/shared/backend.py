@@ -91,6 +91,14 @@ class SharedPartition(Partition):
     def is_leader(self) -> bool:
         return self.state == READY and not self.closed and self.info.leader == self.broker_id
 
+    @property
+    def serving(self) -> bool:
+        """Leading, and only under a valid lease: a broker cut off from the controller may have
+        been failed over, and its metadata may still name it the owner; serving reads from its
+        stale state would hide writes the new owner acknowledged (NOT_LEADER_OR_FOLLOWER sends the
+        client to fresh metadata)."""
+        return self.is_leader and self.backend.lease_valid()
+
     def become_leader(self) -> None:  # the core's hook: never advance hw past durable data here
         pass
 
