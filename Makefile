@@ -22,8 +22,8 @@ test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q --durations=15 $(ARGS)
 
 # The main job (about 13 minutes on 2 cores): the three systems in their production configurations,
-# calibrate (every held-out axis of the move models, with and without the move budget),
-# broker-loss and consume-move (consumer groups); then the Spark tables, the models, the headline
+# calibrate (every held-out axis of the move models, with and without the move budget) and
+# consume-move (consumer groups across a move, then a broker killed); then the Spark tables, the models, the headline
 # and the report. The run-level suite, 3 runs per configuration (about 55 minutes): make bench-full.
 bench: $(STAMP)
 	$(PY) -m bench suite default

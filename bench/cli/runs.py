@@ -297,8 +297,8 @@ def add_parsers(sub, default_results: str = "results") -> None:
     f.set_defaults(func=cmd_faults_doc)
 
     s = sub.add_parser("suite", help="a suite of scenarios on every system the harness starts; prints the "
-                                     "comparison table (default: make bench's, about 13 min: calibrate, broker-loss, "
-                                     "consume-move; full: the run-level suite, about 55 min)")
+                                     "comparison table (default: make bench's, about 13 min: calibrate, consume-move; "
+                                     "full: the run-level suite, about 55 min)")
     s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=sorted(SUITE_NAMES),
                    help="the suite to run (default: default)")
     s.add_argument("--results", default=default_results, help="results root (default: results)")

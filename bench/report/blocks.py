@@ -157,11 +157,49 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def links_at_moves(run_dir: Path) -> dict[int, str]:
+    """The brokers' link in force at each move of a run whose moves go one after another
+    (``after_moves``): its resolved scenario's link, changed by the ``set_link_rate`` actions listed
+    before the move (the slowest broker's); {} without an emulated link or a readable scenario."""
+    import yaml
+
+    try:
+        sc = yaml.safe_load((run_dir / "scenario.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    base = (sc.get("network") or {}).get("link_rate")
+    if not base:
+        return {}
+    from bench.units import rate_bits
+
+    rates: dict[Any, str] = {}
+    out: dict[int, str] = {}
+    brokers = range(1, int((sc.get("system") or {}).get("brokers") or 0) + 1)
+    for i, a in enumerate(sc.get("actions") or []):
+        if a.get("kind") == "set_link_rate" and a.get("broker") is not None:
+            rates[a["broker"]] = a["rate"]
+        elif a.get("kind") in ("reassign", "move_set"):
+            out[i] = min((rates.get(b, base) for b in brokers), key=rate_bits, default=base)
+    return out
+
+
+def move_rows(run_dir: Path, s: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per move of a run with several (``calibrate``): partition, link, time, bytes."""
+    moves = s.get("moves") or []
+    if len(moves) < 2:
+        return []
+    links = links_at_moves(run_dir)
+    return [{"partition": f"{m.get('topic')}-{m.get('partition')}", "link": links.get(m.get("action_id")),
+             "partition_bytes": m.get("partition_bytes"), "move_seconds": m.get("move_seconds"),
+             "bytes_moved": (m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0)}
+            for m in moves]
+
+
 def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
     """The ``runs`` extract of every summary under the sources (see the module's docstring)."""
     sources = list(sources)
     configs: dict[str, dict[str, Any]] = {}
-    for _, s in find_summaries(sources):
+    for run_dir, s in find_summaries(sources):
         key = s.get("config_id") or s.get("run_id")
         c = configs.setdefault(key, {
             "config_id": key, "scenario": s.get("scenario"), "system": s.get("system"),
@@ -170,7 +208,8 @@ def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
                                    or (s.get("params") or {}).get("replication_factor")),
             "runs": []})
         c["runs"].append({"run_id": s.get("run_id"), "repetition": s.get("repetition", 1),
-                          "verdict": verdict((s.get("checks") or {}).get("valid")), "provenance": provenance_facts(s), "metrics": run_metrics(s)})
+                          "verdict": verdict((s.get("checks") or {}).get("valid")), "provenance": provenance_facts(s),
+                          "metrics": run_metrics(s), **({"moves": mv} if (mv := move_rows(run_dir, s)) else {})})
     for c in configs.values():
         c["runs"].sort(key=lambda r: r["repetition"] or 0)
         keys = list(c["runs"][0]["metrics"])
@@ -370,7 +409,7 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
         shown = [kv for kv in str(c.get("config_id") or "").split("__")[1:]
                  if not kv.startswith(("system.kind=", "prefill.bytes_per_partition="))]
         scenario = f"{c['scenario']} ({', '.join(shown)})" if shown else c["scenario"]
-        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) else '-'} | "
+        lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) and pre else '-'} | "
                      f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | " + " | ".join(cells) + " |")
         provs += [r["provenance"] for r in c["runs"]]
     n = sum(len(c["runs"]) for c in configs)
@@ -378,7 +417,39 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
         "",
         (f"Median (min-max) over each configuration's runs. {_provenance_line(provs, n)}. "
          f"Run ids: `docs/measurements/{name}.json`."),
-    ]) + "\n"
+    ] + _render_moves(configs)) + "\n"
+
+
+def _render_moves(configs: list[dict[str, Any]]) -> list[str]:
+    """The moves of multi-move runs (calibrate), one row per move, one column per configuration:
+    move_seconds (median of its runs) and, under it, the partition's bytes at the request."""
+    multi = [c for c in configs if any(r.get("moves") for r in c["runs"])]
+    if not multi:
+        return []
+    order: list[tuple[str, Any]] = []
+    cells: dict[tuple[str, Any], dict[str, str]] = {}
+    heads = []
+    for c in multi:
+        shown = [kv.split("=", 1)[1] for kv in str(c.get("config_id") or "").split("__")[1:]
+                 if not kv.startswith("system.kind=")]
+        head = f"{c['system']}" + (f" ({', '.join('no budget' if v == 'null' else f'budget {v}' for v in shown)})"
+                                   if shown else "")
+        heads.append(head)
+        by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+        for r in c["runs"]:
+            for m in r.get("moves") or []:
+                by.setdefault((m["partition"], m.get("link")), []).append(m)
+        for k, ms in by.items():
+            if k not in order:
+                order.append(k)
+            t, b = _median([m["move_seconds"] for m in ms]), _median([m["partition_bytes"] for m in ms])
+            cells.setdefault(k, {})[head] = f"{fmt(t)} s ({fmt(b / 1e6)} MB)" if _num(t) and _num(b) else "-"
+    lines = ["", "Each move of the multi-move runs: move_seconds (bytes in the partition at the request), median of "
+                 "the configuration's runs; the link in force at the request.", "",
+             "| move | link | " + " | ".join(heads) + " |", "|---|---|" + "---:|" * len(heads)]
+    for k in order:
+        lines.append(f"| {k[0]} | {k[1] or '-'} | " + " | ".join(cells[k].get(h, "-") for h in heads) + " |")
+    return lines
 
 
 def render_benchmark(name: str, e: dict[str, Any]) -> str:
