@@ -19,7 +19,13 @@ $(STAMP): pyproject.toml
 # clusters), tests/harness (scenario runs, CLI, Locust, Spark). One folder: pytest tests/unit.
 # The 15 slowest tests are listed at the end. More pytest options: make test ARGS="-k shared -x"
 test: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -q --durations=15 $(ARGS)
+	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m "not slow" $(ARGS)
+
+# The long integration runs (marked slow: faults, fuzzing, a 1 GiB move, isolation, consumer groups
+# across a kill, object-store latency); .ci/run runs them after make test. About 8 minutes.
+.PHONY: test-slow
+test-slow: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m slow $(ARGS)
 
 # The main job (about 13 minutes on 2 cores): the three systems in their production configurations,
 # calibrate (every held-out axis of the move models, with and without the move budget) and

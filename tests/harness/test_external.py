@@ -164,6 +164,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expect: int) -> list[
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_external_run_touches_only_its_topics_and_reaches_every_client(make_cluster, run_scenario, monkeypatch):
     """A real run against a cluster started on the side: a move and a broker kill / restart through
     the scenario's commands pass the checkers; a topic without the prefix keeps every record; the

@@ -279,6 +279,7 @@ def _run(run_scenario, name, system):
     return run_dir, s, fault, windows
 
 
+@pytest.mark.slow
 def test_copy_source_killed_mid_copy_waits_for_its_restart(run_scenario):
     """Replication factor 1: the killed source is the only replica in sync, so its partition has
     no leader until it is back; the copy then resumes and completes."""
@@ -289,6 +290,7 @@ def test_copy_source_killed_mid_copy_waits_for_its_restart(run_scenario):
     assert s["moves"][0]["new_leader"] == 3
 
 
+@pytest.mark.slow
 def test_shared_owner_killed_mid_move_fails_over_with_wal_replay(run_scenario):
     """kill -9 of the owner while it uploads its tail: the controller fences it after the session
     timeout, replays its WAL (the un-uploaded tail) and elects a live broker before the killed one
@@ -300,6 +302,7 @@ def test_shared_owner_killed_mid_move_fails_over_with_wal_replay(run_scenario):
     assert recovered and recovered[0]["recovered_bytes"] > 0, recovered
 
 
+@pytest.mark.slow
 def test_shared_split_brain_paused_owner_is_fenced(run_scenario):
     """SIGSTOP of the owner mid-move, SIGCONT 8 s later: whatever it accepted late is refused
     (the checkers find nothing lost, duplicated, reordered or unexpected) and it rejoins."""
@@ -308,6 +311,7 @@ def test_shared_split_brain_paused_owner_is_fenced(run_scenario):
     assert any(d.get("source") == 1 for d in _events(run_dir, "shared_incarnation_lost")), run_dir
 
 
+@pytest.mark.slow
 def test_shared_object_store_down_mid_move_blocks_every_partition(run_scenario):
     """No ack without a durable WAL object: while the store is down every partition waits (the
     moving one and cold-0, which is not moved); all resume once it is back."""

@@ -258,6 +258,7 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system", ["replication", "shared"])
 def test_isolate_owner_keeps_acked_writes(run_scenario, system):
     """The built-in faults/isolate-owner: hot-0's owner loses its link for 10 s under load

@@ -60,8 +60,10 @@ def test_shared_acks_and_move_phases_at_50ms(run_scenario):
     slow, fast = phases["50ms"], phases["0ms"]
     assert slow["close.meta_persist"] >= 0.050, slow  # 1 PUT (the meta stream object) + the commit RPC
     assert slow["close.force_upload"] >= 0.050, slow  # 1 round of parallel PUTs (the tail) + the commit RPC
-    assert slow["open.replay"] >= 0.050, slow  # 1 GET (the meta stream's last range)
-    assert slow["open.replay"] - fast["open.replay"] >= 0.030, phases
+    # 1 GET (the meta stream's last range). Not compared with the 0 ms run's replay: one replay
+    # there varies by tens of ms on a 2-core host (48 ms seen), so two single samples' difference
+    # says nothing; a replay behind a 50 ms GET cannot take less than 50 ms.
+    assert slow["open.replay"] >= 0.050, phases
     # RPCs to the controller only: no object-store request, no rise
     assert slow["close.stream_close"] < 0.040 and slow["open.open"] < 0.040, slow
 

@@ -186,7 +186,6 @@ def small_run(tmp_path_factory):
     return Path(run_dir), summary
 
 
-@pytest.mark.slow
 def test_short_run_end_to_end(small_run):
     run_dir, summary = small_run
     # Layout.
@@ -250,7 +249,6 @@ def test_short_run_end_to_end(small_run):
     assert all(0 <= x["busy_pct"] <= 100 and 0 <= x["user_pct"] + x["system_pct"] <= 100.1 for x in samples)
 
 
-@pytest.mark.slow
 def test_analyze_reproduces_summary(small_run):
     run_dir, _ = small_run
     stored = json.loads((run_dir / "summary.json").read_text())
@@ -259,7 +257,6 @@ def test_analyze_reproduces_summary(small_run):
     assert r.returncode == 0 and "matches stored summary.json" in r.stdout, r.stdout + r.stderr
 
 
-@pytest.mark.slow
 def test_list_shows_whether_the_host_was_saturated(small_run):
     run_dir, summary = small_run
     r = _bench("list", "--results", str(run_dir.parent.parent))
@@ -269,7 +266,6 @@ def test_list_shows_whether_the_host_was_saturated(small_run):
     assert "host saturated: a window is saturated when the host's mean CPU busy share" in r.stdout
 
 
-@pytest.mark.slow
 def test_real_history_losing_an_acked_message_fails_lost_writes(small_run):
     run_dir, _ = small_run
     table = read_history(run_dir / "history.parquet")

@@ -68,6 +68,7 @@ def test_move_100mib_partition_under_load(run_scenario):
     assert opened["recovery"] == "clean" and elected["how"] == "closed", (opened, elected)
 
 
+@pytest.mark.slow
 def test_move_1gib_partition_under_load(run_scenario):
     opened, _ = move_under_load(run_scenario, 1024 * MiB)
     assert opened["recovery"] == "clean", opened

@@ -289,6 +289,7 @@ def inproc(tmp_path_factory):
         q.setLevel(lv)
 
 
+@pytest.mark.slow
 def test_fuzz_request_decoder_and_handlers(inproc):
     outcomes = Counter()
     assert len(SEEDS) > 100, len(SEEDS)
@@ -366,6 +367,7 @@ def batch_fast(rng: random.Random) -> bytes:
     return bytes(b)
 
 
+@pytest.mark.slow
 def test_fuzz_record_batches(inproc):
     part = inproc.broker.partitions[("fuzz", 1)]
     before = sum(1 for _ in records.iter_batches(part.read(0, 1 << 30, part.log_end_offset)))

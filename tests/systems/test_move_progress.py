@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import pytest
 from kafka.admin import NewTopic
 
 from bench.run.load import prefill
@@ -30,6 +31,7 @@ LINE = re.compile(r"([\d.]+) (B|kB|MB|GB) of ([\d.]+) (B|kB|MB|GB) copied .*ETA 
 UNIT = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
+@pytest.mark.slow
 def test_verify_shows_progress_and_eta_of_a_throttled_copy(make_cluster, tmp_path):
     """A 256 MiB partition moved 1 -> 2 at a 16 MB/s throttle: `--verify` shows bytes done growing
     and, at about the halfway point, an ETA within 20 % of the time the move then really took."""
