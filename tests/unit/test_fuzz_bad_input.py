@@ -106,6 +106,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-3, 5) | st.t
                                kids, max_size=4), max_leaves=12)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(doc=json_values)
@@ -151,6 +152,7 @@ def mutated_scenarios(draw):
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(text=mutated_scenarios())
