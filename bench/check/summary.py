@@ -30,7 +30,9 @@ clock). Shape::
               object_store_link_rate, client_link_rate, <each system's own setting the scenario
               sets (bench.scenario.OWN_SETTINGS)>, <every matrix key>},
      checks: <bench.checkers.check_all>,
-     moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts, move_seconds,
+     moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts,
+              link_rate_at_request (the brokers' emulated link in force at the request, the slowest;
+              null: loopback), move_seconds,
               bytes_moved_inter_broker, bytes_moved_objstore, bytes_written_during_move (acked on the
               partition from the request to the leader change), bytes_moved_at_request,
               bytes_moved_during_move (bench.check.moves.split_bytes_moved), unavailable_seconds,
@@ -279,7 +281,8 @@ def _acked_bytes(table: pa.Table, topic: str, partition: int, when) -> int:
     return int(s or 0)
 
 
-def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict[str, Any]]:
+def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict[str, Any]) -> list[dict[str, Any]]:
+    every_broker = range(1, int(params.get("brokers") or 0) + 1)
     prefill = {(e.detail.get("topic"), e.detail.get("partition")): int(e.detail.get("bytes") or 0)
                for e in _events(v, EVENT_PREFILL)}
     starts = {e.detail.get("action_id"): e.detail for e in _events(v, EVENT_ACTION_START)}
@@ -322,6 +325,8 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any]) -> list[dict
             "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
             "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
             "request_ts": req,
+            "link_rate_at_request": (v.link_rate_at(req, params.get("link_rate"), every_broker) if req is not None
+                                     else params.get("link_rate")),
             "move_seconds": secs if isinstance(secs, (int, float)) else None,
             **({} if isinstance(secs, (int, float)) else {"move_reason": m.get("reason", "unknown")}),
             # Unknown (null), not 0, on a cluster without a journal the harness reads: bytes moved
@@ -551,7 +556,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "configuration": current_configuration(configuration),
         "params": current_params(params, configuration),
         "checks": checks,
-        "moves": _moves(table, v, checks),
+        "moves": _moves(table, v, checks, params),
         "producer": producer,
         "verify": {"partitions": len(verify), "complete": sum(1 for d in verify if d.get("complete")),
                    "read": sum(int(d.get("read") or 0) for d in verify),

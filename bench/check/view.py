@@ -14,13 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.history.names import (
+    BROKER_NODE_PREFIX,
     EVENT_ACTION_END,
     EVENT_ACTION_START,
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    broker_node,
 )
 from bench.history.store import SCHEMA
+from bench.units import rate_bits
 
 EXAMPLES = 20  # max example ids / records reported per anomaly
 
@@ -313,6 +316,20 @@ class HistoryView:
 
     def events_named(self, name: str) -> list[Event]:
         return [e for e in self.events if e.event == name]
+
+    def link_rate_at(self, ts: float, base: Any, brokers: Any) -> Any:
+        """The emulated link rate of ``brokers`` in force at ``ts``: ``base`` (the run's
+        ``link_rate``), changed by the ``set_link_rate`` actions started by ``ts``; the lowest of
+        them (None: no emulated link). A move's nominal link, for the models and the figures."""
+        if base is None:
+            return None
+        rates: dict[str, Any] = {}
+        for e in self.events_named(EVENT_ACTION_START):  # sorted by ts
+            if e.ts <= ts and e.detail.get("action") == "set_link_rate" and str(e.detail.get("node", "")).startswith(
+                    BROKER_NODE_PREFIX):
+                rates[str(e.detail["node"])] = e.detail.get("rate")
+        nodes = {broker_node(b) for b in brokers} or set(rates) | {None}
+        return min((rates.get(n, base) for n in nodes), key=rate_bits)
 
     @cached_property
     def actions(self) -> list[Action]:

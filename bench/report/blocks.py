@@ -157,39 +157,12 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def links_at_moves(run_dir: Path) -> dict[int, str]:
-    """The brokers' link in force at each move of a run whose moves go one after another
-    (``after_moves``): its resolved scenario's link, changed by the ``set_link_rate`` actions listed
-    before the move (the slowest broker's); {} without an emulated link or a readable scenario."""
-    import yaml
-
-    try:
-        sc = yaml.safe_load((run_dir / "scenario.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-    base = (sc.get("network") or {}).get("link_rate")
-    if not base:
-        return {}
-    from bench.units import rate_bits
-
-    rates: dict[Any, str] = {}
-    out: dict[int, str] = {}
-    brokers = range(1, int((sc.get("system") or {}).get("brokers") or 0) + 1)
-    for i, a in enumerate(sc.get("actions") or []):
-        if a.get("kind") == "set_link_rate" and a.get("broker") is not None:
-            rates[a["broker"]] = a["rate"]
-        elif a.get("kind") in ("reassign", "move_set"):
-            out[i] = min((rates.get(b, base) for b in brokers), key=rate_bits, default=base)
-    return out
-
-
-def move_rows(run_dir: Path, s: dict[str, Any]) -> list[dict[str, Any]]:
+def move_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per move of a run with several (``calibrate``): partition, link, time, bytes."""
     moves = s.get("moves") or []
     if len(moves) < 2:
         return []
-    links = links_at_moves(run_dir)
-    return [{"partition": f"{m.get('topic')}-{m.get('partition')}", "link": links.get(m.get("action_id")),
+    return [{"partition": f"{m.get('topic')}-{m.get('partition')}", "link": m.get("link_rate_at_request"),
              "partition_bytes": m.get("partition_bytes"), "move_seconds": m.get("move_seconds"),
              "bytes_moved": (m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0)}
             for m in moves]
@@ -209,7 +182,7 @@ def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
             "runs": []})
         c["runs"].append({"run_id": s.get("run_id"), "repetition": s.get("repetition", 1),
                           "verdict": verdict((s.get("checks") or {}).get("valid")), "provenance": provenance_facts(s),
-                          "metrics": run_metrics(s), **({"moves": mv} if (mv := move_rows(run_dir, s)) else {})})
+                          "metrics": run_metrics(s), **({"moves": mv} if (mv := move_rows(s)) else {})})
     for c in configs.values():
         c["runs"].sort(key=lambda r: r["repetition"] or 0)
         keys = list(c["runs"][0]["metrics"])

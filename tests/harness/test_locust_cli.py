@@ -72,6 +72,7 @@ def stats_rows(out: str, kind: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith(f"{kind} ") and "%) |" in line]
 
 
+@pytest.mark.slow
 def test_readme_headless_commands_run_verbatim_and_end_by_themselves(tmp_path):
     """The README's commands against the cluster they start: the producer run creates its topic,
     prints the stats table with produce rows and no failures, and ends after -t; so does the

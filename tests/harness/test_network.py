@@ -135,6 +135,7 @@ def _cli(*args, timeout=120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, check=False)
 
 
+@pytest.mark.slow
 def test_clean_after_kill9_of_the_harness(tmp_path):
     d = str(tmp_path / "c")
     state = os.path.join(d, "cluster.json")
@@ -208,6 +209,7 @@ def test_scenario_run_on_links(run_scenario):
     assert network_names(f"{net.PREFIX}{network['id']}-") == []
 
 
+@pytest.mark.slow
 def test_kill9_of_a_run_then_clean(tmp_path):
     """kill -9 of `python -m bench run` mid-load leaves its cluster, its network and its load
     process; `cluster clean --dir RUN_DIR` removes them all."""

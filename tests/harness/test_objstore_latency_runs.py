@@ -57,7 +57,7 @@ def test_shared_acks_and_move_phases_at_50ms(run_scenario):
     assert acks["50ms"] - acks["0ms"] >= 40, acks
     # Each phase that makes sequential requests takes at least that many latencies; the store's
     # own time (large for the forced upload of the tail) is hidden in them, so their rise is less.
-    slow, fast = phases["50ms"], phases["0ms"]
+    slow = phases["50ms"]
     assert slow["close.meta_persist"] >= 0.050, slow  # 1 PUT (the meta stream object) + the commit RPC
     assert slow["close.force_upload"] >= 0.050, slow  # 1 round of parallel PUTs (the tail) + the commit RPC
     # 1 GET (the meta stream's last range). Not compared with the 0 ms run's replay: one replay

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.compute as pc
+import pytest
 
 from bench.history.names import EVENT_LEADER_CHANGE
 from bench.history.store import read_history
@@ -72,6 +73,7 @@ def test_moves_under_load(run_scenario):
     assert "removing replica two-0 (moved away)" in (logs / "broker-2.log").read_text()
 
 
+@pytest.mark.slow
 def test_leader_kill9_rf3_min_isr2_loses_nothing(run_scenario):
     """Kafka's production setting (replication factor 3, min.insync.replicas 2, acks=all): kill -9
     of the leader under load loses no acknowledged message, and an in-sync follower serves the

@@ -48,6 +48,7 @@ def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
         c.close()
 
 
+@pytest.mark.slow
 def test_acked_records_survive_leader_change_and_kill(tmp_path):
     """Topic t on [a, b, c] (a leads), topic u led by b (so c's fetcher to b is long-polling);
     acks=all records, then t is reassigned to [b, c] (b leads, c follows b) and b is killed

@@ -4,6 +4,7 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -72,6 +73,7 @@ def _send(addr, data: bytes) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_brokers_survive_fuzzed_frames(make_cluster):
     c = make_cluster(brokers=3, socket_request_max_bytes=MAX_REQUEST)
     create_topics(c.bootstrap, [NewTopic("fuzz", 3, 1)])

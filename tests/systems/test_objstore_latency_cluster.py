@@ -7,6 +7,8 @@ import json
 import os
 import socket
 
+import pytest
+
 from bench.run.cluster import Cluster
 from bench.run.objstore_probe import probe, probe_requests
 from systems.core.process import alive
@@ -24,6 +26,7 @@ def _refused(endpoint: str) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_proxy_lives_and_dies_with_the_object_store(tmp_path):
     """Without links the proxy runs on 127.0.0.1 in front of the store; the nodes get its
     endpoint; stopping the store stops it (connections refused, as before); starting the store

@@ -165,22 +165,17 @@ def test_collect_and_render_a_model_extract(tmp_path):
 
 
 def test_a_multi_move_run_gets_one_row_per_move_with_the_link_in_force(tmp_path):
-    # calibrate: moves one after another, the links stepped between them (scenario order)
+    # calibrate: moves one after another, the links stepped between them; each move's link in force
+    # at its request comes from the summary (HistoryView.link_rate_at, the models' rule)
     s = _summary("cal__system.kind=replication", 1.0, rep=1)
-    s["moves"] = [{"action_id": 0, "topic": "z1", "partition": 0, "move_seconds": 2.0, "partition_bytes": 4e6},
-                  {"action_id": 3, "topic": "l2", "partition": 0, "move_seconds": 0.5, "partition_bytes": 8e6}]
-    d = tmp_path / "cal" / "T" / "run"
-    _write(d, s)
-    scenario = ("network: {link_rate: 100mbit}\nsystem: {brokers: 2}\nactions:\n"
-                "  - {at_s: 1, kind: reassign, topic: z1, partition: 0, to: [2]}\n"
-                "  - {at_s: 2, kind: set_link_rate, broker: 1, rate: 1gbit}\n"
-                "  - {at_s: 2, kind: set_link_rate, broker: 2, rate: RATE}\n"
-                "  - {at_s: 3, kind: reassign, topic: l2, partition: 0, to: [1]}\n")
-    (d / "scenario.yaml").write_text(scenario.replace("RATE", "100mbit"))
+    s["moves"] = [{"action_id": 0, "topic": "z1", "partition": 0, "move_seconds": 2.0, "partition_bytes": 4e6,
+                   "link_rate_at_request": "100mbit"},
+                  {"action_id": 3, "topic": "l2", "partition": 0, "move_seconds": 0.5, "partition_bytes": 8e6,
+                   "link_rate_at_request": "1gbit"},
+                  {"action_id": 4, "topic": "x", "partition": 0, "move_seconds": 0.1, "partition_bytes": 0}]
+    _write(tmp_path / "cal" / "T" / "run", s)
     e = fig.collect_runs([tmp_path])
     [run] = e["configurations"][0]["runs"]
-    # broker 2 is still at 100mbit: the slowest link of the cluster is the one named
-    assert [(m["partition"], m["link"]) for m in run["moves"]] == [("z1-0", "100mbit"), ("l2-0", "100mbit")]
-    (d / "scenario.yaml").write_text(scenario.replace("RATE", "1gbit"))
-    text = fig.render_runs("x", fig.collect_runs([tmp_path]))
+    assert [(m["partition"], m["link"]) for m in run["moves"]] == [("z1-0", "100mbit"), ("l2-0", "1gbit"), ("x-0", None)]
+    text = fig.render_runs("x", e)
     assert "| z1-0 | 100mbit | 2.00 s (4.00 MB) |" in text and "| l2-0 | 1gbit | 0.500 s (8.00 MB) |" in text, text

@@ -253,20 +253,20 @@ def test_a_system_without_a_model_stays_in_the_headline_saying_why():
 
 
 def test_a_move_s_link_is_the_one_in_force_on_its_brokers_at_the_request():
-    from types import SimpleNamespace
-
+    # one rule (HistoryView.link_rate_at) for the models' moves and the summary's
     from bench.analysis.aggregate.discovery import StoredRun
-    from bench.check.view import Event
+    from bench.check.view import HistoryView
+    from bench.history.store import event_row, to_table
 
     def step(ts, broker, rate):
-        return Event("action_start", ts, None, None, {"action": "set_link_rate", "node": f"broker-{broker}",
-                                                     "rate": rate})
-    events = [step(10.0, b, "200mbit") for b in (1, 2, 3, 4)] + [step(20.0, 1, "1gbit"), step(20.0, 4, "1gbit")]
-    view = SimpleNamespace(events_named=lambda name: [e for e in events if e.event == name])
+        return event_row("action_start", ts, {"action": "set_link_rate", "node": f"broker-{broker}", "rate": rate})
+    rows = [step(10.0, b, "200mbit") for b in (1, 2, 3, 4)] + [step(20.0, 1, "1gbit"), step(20.0, 4, "1gbit")]
+    view = HistoryView(to_table(rows))
     r = StoredRun(0, "k", None, {"params": {"link_rate": "100mbit", "brokers": 4}}, [], view=view)
     assert r.link_at(5.0) == "100mbit" and r.link_at(12.0, {1, 4}) == "200mbit"
     assert r.link_at(25.0, {1, 4}) == "1gbit" and r.link_at(25.0, {1, 2}) == "200mbit"
     assert r.link_at(25.0) == "200mbit"  # every broker's: the lowest
+    assert view.link_rate_at(25.0, "100mbit", range(1, 5)) == "200mbit"
     assert StoredRun(1, "k", None, {"params": {}}, [], view=view).link_at(25.0) is None  # no emulated link
 
 

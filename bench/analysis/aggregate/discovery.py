@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.check.view import HistoryView
-from bench.history.names import BROKER_NODE_PREFIX, EVENT_ACTION_START, broker_node
 from bench.scenario import OWN_SETTINGS
 from bench.units import fmt_num, format_bytes, parse_bytes, rate_bits
 from systems.registry import PROFILES
@@ -80,20 +79,12 @@ class StoredRun:
         return min(caps) if caps else None
 
     def link_at(self, ts: float, brokers: Any = ()) -> Any:
-        """The emulated link rate of ``brokers`` (all when empty) in force at ``ts``: the run's
-        ``link_rate``, changed by its ``set_link_rate`` actions before ``ts``; the lowest of them
-        (None: no emulated link). A move's nominal link for the models."""
+        """The emulated link rate of ``brokers`` (all when empty) in force at ``ts``
+        (:meth:`HistoryView.link_rate_at`); the run's ``link_rate`` without a history."""
         base = (self.summary.get("params") or {}).get("link_rate")
         if base is None or self.view is None:
             return base
-        rates: dict[str, Any] = {}
-        for e in sorted(self.view.events_named(EVENT_ACTION_START), key=lambda e: e.ts):
-            if e.ts <= ts and e.detail.get("action") == "set_link_rate" and str(e.detail.get("node", "")).startswith(
-                    BROKER_NODE_PREFIX):
-                rates[str(e.detail["node"])] = e.detail.get("rate")
-        every = range(1, int(self.param("brokers") or 0) + 1)
-        nodes = {broker_node(b) for b in (brokers or every)} or set(rates) | {None}
-        return min((rates.get(n, base) for n in nodes), key=rate_bits)
+        return self.view.link_rate_at(ts, base, brokers or range(1, int(self.param("brokers") or 0) + 1))
 
 
 def span_phases(system: str) -> set[str]:
