@@ -337,3 +337,29 @@ def test_the_link_axis_fits_moves_of_every_size_below_the_held_out_link():
     pts.append(replace(held, params=tuple(sorted({**dict(held.params), "link_rate": "1000mbit"}.items()))))
     checks = [c for c in validate(pts, "replication", axes=("link",)) if c["held_out"].get("link") == 1e9]
     assert len(checks) == 1 and checks[0]["n_train"] == 4 and checks[0]["status"] == "ok", checks
+
+
+def test_the_sender_s_ingest_follows_the_leaders_the_run_s_earlier_moves_left():
+    # calibrate moves partitions one after another: a later move's sender leads what the placement
+    # and the earlier leader changes give it at its request, never what moves after it give
+    from types import SimpleNamespace
+
+    from bench.analysis.aggregate.rows import leader_timeline, sender_ingest
+    from bench.scenario import parse_scenario
+    from tests.unit.test_scenario import minimal
+
+    data = minimal()
+    data["system"]["brokers"] = 2
+    data["workload"]["topics"] = [{"name": "a", "partitions": 2, "replication_factor": 1}]
+    data["workload"]["produce_rate_msgs_per_s"] = 100
+    data["actions"] = []
+    sc = parse_scenario(data, "x.yaml")
+    run = SimpleNamespace(scenario=sc)
+    per = sc.nominal_ingest_of("a")  # a-0 on broker 1, a-1 on broker 2
+    moves = [{"topic": "a", "partition": 1, "lc_ts": 10.0, "new_leader": 1},
+             {"topic": "a", "partition": 0, "lc_ts": 30.0, "new_leader": 2}]
+    tl = leader_timeline(run, list(reversed(moves)))
+    assert sender_ingest(run, {"topic": "a", "partition": 0, "request_ts": 5.0}, tl) == pytest.approx(per)
+    assert sender_ingest(run, {"topic": "a", "partition": 0, "request_ts": 20.0}, tl) == pytest.approx(2 * per)
+    assert sender_ingest(run, {"topic": "a", "partition": 1, "request_ts": 31.0}, tl) == pytest.approx(per)
+    assert sender_ingest(SimpleNamespace(scenario=None), moves[0], leader_timeline(SimpleNamespace(scenario=None), moves)) is None

@@ -118,21 +118,33 @@ def _protocol_of(p: dict[str, Any] | None) -> dict[str, Any]:
             "protocol_target_bytes": float(sum(target.values())) if target else None}
 
 
-def sender_ingest(r: Any, m: dict[str, Any], run_moves: list[dict[str, Any]]) -> float | None:
-    """The nominal ingest of every partition the moved partition's leader leads at the request
-    (its own included): what its steady egress (replication, uploads, WAL) carries besides the
-    move. Leaders: the scenario's placement, changed by the run's earlier moves (None: unknown)."""
+def leader_timeline(r: Any, run_moves: list[dict[str, Any]]) -> tuple[dict[tuple[str, int], int], list[tuple]] | None:
+    """A run's leaders as its moves change them, built once per run: the scenario's placement and
+    its moves' leader changes sorted by time (None: no scenario)."""
     sc = r.scenario
-    if sc is None or m.get("request_ts") is None:
+    if sc is None:
         return None
     leaders = {(t, p): reps[0] for t, parts in sc.placement().items() for p, reps in parts.items() if reps}
-    for o in sorted(run_moves, key=lambda o: o["lc_ts"] or 0):
-        if o["lc_ts"] is not None and o["lc_ts"] <= m["request_ts"] and o.get("new_leader") is not None:
-            leaders[(o["topic"], o["partition"])] = o["new_leader"]
+    changes = sorted((o["lc_ts"], (o["topic"], o["partition"]), o["new_leader"]) for o in run_moves
+                     if o["lc_ts"] is not None and o.get("new_leader") is not None)
+    return leaders, changes
+
+
+def sender_ingest(r: Any, m: dict[str, Any], timeline: tuple | None) -> float | None:
+    """The nominal ingest of every partition the moved partition's leader leads at the request
+    (its own included): what its steady egress (replication, uploads, WAL) carries besides the
+    move. Leaders: :func:`leader_timeline` at the request (None: unknown)."""
+    if timeline is None or m.get("request_ts") is None:
+        return None
+    leaders = dict(timeline[0])
+    for ts, tp, leader in timeline[1]:
+        if ts > m["request_ts"]:
+            break
+        leaders[tp] = leader
     sender = leaders.get((m["topic"], m["partition"]))
     if sender is None:
         return None
-    return float(sum(sc.nominal_ingest_of(t) or 0.0 for (t, _), b in leaders.items() if b == sender))
+    return float(sum(r.scenario.nominal_ingest_of(t) or 0.0 for (t, _), b in leaders.items() if b == sender))
 
 
 def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
@@ -149,6 +161,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             if isinstance(e.detail.get("objects"), (int, float)):  # an open phase: the objects it walked
                 ph["objects"] = max(float(e.detail["objects"]), ph.get("objects", 0.0))
     sm_cache = {r.idx: _summary_moves(r) for r in runs}
+    timelines = {r.idx: leader_timeline(r, of_run[r.idx]) for r in runs}
     n_parts: dict[tuple[int, str], int] = defaultdict(int)
     for m in move_keys:
         n_parts[(m["run_idx"], m["action_id"])] += 1
@@ -219,7 +232,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "link_rate_at_request": link,
             "prefill_bytes_of_partition": float(r.scenario.prefill_bytes_of(m["topic"])) if r.scenario else None,
             "nominal_ingest_bytes_per_s": r.scenario.nominal_ingest_of(m["topic"]) if r.scenario else None,
-            "sender_ingest_bytes_per_s": sender_ingest(r, m, of_run[m["run_idx"]]),
+            "sender_ingest_bytes_per_s": sender_ingest(r, m, timelines[m["run_idx"]]),
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
             "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
             **(_open_of(ph) if single else {"objects": None, "open_seconds": None}),
