@@ -55,6 +55,7 @@ ARTICLE_LEAVES_OUT = (
     "gets the link's rest must also outrun the 100 MB/s still being written.")
 CLUSTER = {"brokers": 100, "add": 10, "total_bytes": 1e15, "partitions": 10_000,
            "ingest_per_partition": 1e6, "concurrency": 5}
+CLUSTER_PARTITION_BYTES = CLUSTER["total_bytes"] / CLUSTER["partitions"]  # 100 GB each
 PARTITION_TITLE = "One partition ingesting 100 MB/s: one day is 8.2 TB"
 CLUSTER_TITLE = ("Scale-out of a 100-broker cluster holding 1 PB (10,000 partitions, 1 MB/s each) by 10 brokers, "
                  "5 concurrent moves per broker (Cruise Control's default)")
@@ -350,16 +351,18 @@ def table_rows(models: dict[str, mdl.MoveModel], valid: dict[str, Validity],
 
 
 def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size: float, label: str,
-                   validation: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One partition of ``size`` ingesting ARTICLE_INGEST in the system's production configuration,
+                   validation: list[dict[str, Any]] | None = None, *, ingest: float = ARTICLE_INGEST,
+                   budget: LinkBudget | None = None) -> dict[str, Any]:
+    """One partition of ``size`` ingesting ``ingest`` in the system's production configuration,
     moved over a ``gbit`` link, as its model's family projects it (an entry of the projection
-    table and the headline): ``status`` infeasible (the steady traffic fills the link: the
-    arithmetic), not validated (a missing or failed check, or an axis beyond its extrapolation
-    bound: the reason) or validated (the value)."""
+    table and the headline; the headline cluster's moves with the cluster's ``budget`` and ``v``
+    its validity, rebalance checks included): ``status`` infeasible (the steady traffic
+    fills the link: the arithmetic), not validated (a missing or failed check, or an axis beyond its
+    extrapolation bound: the reason) or validated (the value)."""
     link = gbit * mdl.GBIT_BYTES_PER_S
-    budget = article_budget(m, link)
+    budget = budget or article_budget(m, link, ingest)
     base = {"system": system, "link_gbit_s": gbit, "link_bytes_per_s": link, "size_label": label,
-            "partition_bytes": size, "ingest_bytes_per_s": ARTICLE_INGEST, "replication_factor": production_rf(system),
+            "partition_bytes": size, "ingest_bytes_per_s": ingest, "replication_factor": production_rf(system),
             "consumer_groups": ARTICLE_CONSUMER_GROUPS, "budget": budget.arithmetic(),
             "steady_bytes_per_s": budget.steady, "based_on_runs": ",".join(m.runs), "version": m.version}
     if budget.infeasible:
@@ -368,9 +371,11 @@ def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size
                 "error_pct": None, "reason": budget.arithmetic(), "basis": budget.arithmetic(),
                 "validity": {}, "cap_bytes_per_s": None}
     cap = budget.cap(None)
-    t, se, moved, basis, inputs = m.kind.partition_case(m, cap, size, label, ARTICLE_INGEST)
-    if budget.binds(None):  # what the link leaves caps the move: the budget term must be checked too
-        v = validity(system, validation or [], ("budget",)) if v.validated else v
+    t, se, moved, basis, inputs = m.kind.partition_case(m, cap, size, label, ingest)
+    if budget.binds(None) and v.validated:  # what the link leaves caps the move: the budget term must be checked too
+        b = validity(system, validation or [], ("budget",))
+        errs = [e for e in (v.error_pct, b.error_pct) if e is not None]
+        v = b if not b.validated else Validity(True, max(errs) if errs else None, sorted(set(v.axes) | set(b.axes)), None)
     dom = domain(system, m, validation or [], inputs)
     reason = v.reason if not v.validated else extrapolation_reason(dom)
     if reason is None and m.kind.bytes_assumed and inputs.get("bytes", size) < size:
@@ -415,20 +420,25 @@ def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims:
         for gbit in HEADLINE_LINKS_GBIT:
             s = next((x for x in sims if x["system"] == system and x.get("headline") and x["link_gbit_s"] == gbit), None)
             budget = cluster_budget(m, gbit)
-            ok = sv.validated and s is not None and not budget.infeasible
+            # One of its moves, as the partition case judges it: the same extrapolation bounds and
+            # assumptions (its partition's bytes, the rate its broker's link leaves).
+            mv = partition_case(system, m, sv, gbit, CLUSTER_PARTITION_BYTES, "a partition", validation,
+                                ingest=CLUSTER["ingest_per_partition"], budget=budget)
+            ok = mv["validated"] and s is not None and not budget.infeasible
             secs = s["rebalance_seconds"] if s else None
             status = "infeasible" if budget.infeasible else ("validated" if ok else "not validated")
             reason = (f"per broker, {budget.arithmetic()}" if budget.infeasible
-                      else sv.reason if not sv.validated else (None if s else "not simulated"))
+                      else mv["reason"] if not mv["validated"] else (None if s else "not simulated"))
             out.append({"case": "cluster", "title": CLUSTER_TITLE, "system": system, "system_label": label,
                         "link_gbit_s": gbit, "status": status,
                         "value_s": secs if ok and secs is not None and math.isfinite(secs) else None,
                         "value_text": (mdl.human_seconds(secs) if secs is not None and math.isfinite(secs)
                                        else "never (ingest outruns the copy)") if ok else None,
                         "bytes_moved": s["bytes_moved"] if ok else None,
-                        "error_pct": sv.error_pct if ok else None, "validations": sv.axes, "reason": reason,
+                        "error_pct": mv["error_pct"] if ok else None, "validations": sv.axes, "reason": reason,
                         "basis": (f"{s['moves']:,} moves simulated; {m.formula()}" if s else m.formula()),
-                        "validity": {}, "validity_text": None, "budget": f"per broker, {budget.arithmetic()}",
+                        "validity": mv["validity"], "validity_text": mv.get("validity_text"),
+                        "budget": f"per broker, {budget.arithmetic()}",
                         "replication_factor": production_rf(system), "version": m.version})
     return out
 

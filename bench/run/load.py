@@ -15,7 +15,9 @@
   run's time zero for actions), ``{"event": "progress", ...}`` every 0.5 s and
   ``{"event": "finished", ...}`` (with Locust's own request stats) at the end. After
   ``duration_s`` it stops sending, waits up to ``drain_s`` for outstanding acks, purges the rest
-  (reported as fail/info) and exits. SIGTERM/SIGINT end it early the same way (drain 2 s).
+  (reported as fail/info) and exits. SIGUSR1 (the runner: the actions are done,
+  ``workload.end_after_actions_s``) ends it the same way before ``duration_s`` (``finished``'s
+  ``after_actions``); SIGTERM/SIGINT end it early (drain 2 s).
 * ``python -m bench.run.load CONSUMERS.json`` (a spec with ``members``) runs the workload's
   consumers the same way, in a process of their own (:func:`drive_consumers`): every message a
   member reads becomes a ``deliver`` row. The runner commits each group's start offsets first
@@ -308,9 +310,11 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
     runner = env.create_local_runner()
     from gevent.event import Event
 
-    stop_early, go = Event(), Event()
+    stop_early, go, end_now = Event(), Event(), Event()
     gevent.signal_handler(signal.SIGTERM, stop_early.set)
     gevent.signal_handler(signal.SIGINT, stop_early.set)
+    # The runner's "the actions are done" (workload.end_after_actions_s): end as at duration_s.
+    gevent.signal_handler(signal.SIGUSR1, end_now.set)
     if wait_for_go:
         gevent.signal_handler(signal.SIGUSR2, go.set)
         parent = os.getppid()
@@ -343,16 +347,17 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
     _emit({"event": "started", "ts": started})
     reporter = gevent.spawn(progress)
     end = t0 + float(spec["duration_s"])
-    while time.monotonic() < end and not stop_early.is_set():
+    while time.monotonic() < end and not stop_early.is_set() and not end_now.is_set():
         stop_early.wait(min(0.2, max(0.0, end - time.monotonic())))
     early = stop_early.is_set()
+    after_actions = end_now.is_set() and not early and time.monotonic() < end
     purged = kp.drain_all(2.0 if early else float(spec["drain_s"]))
     runner.quit()
     reporter.kill()
     writer.close()
     total = env.stats.total
     # error: what stopped the producers early, in one line (workloads/cli.py, stop_run), or None
-    _emit({"event": "finished", "ts": time.time(), "early": early, "purged": purged,
+    _emit({"event": "finished", "ts": time.time(), "early": early, "after_actions": after_actions, "purged": purged,
            "error": getattr(env, "kafka_error", None), "produced": stats.produced, "skipped": stats.skipped,
            "sent": stats.sent, "acked": stats.acked, "failed": stats.failed, "info": stats.info,
            "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0,

@@ -87,7 +87,7 @@ def sample_processes(run: Any, until: float) -> None:
             except psutil.Error:
                 pass
 
-    while time.time() < until and not run.state.stop.is_set():
+    while time.time() < until and not run.state.stop.is_set() and not run.state.load_over.is_set():
         track("load", run.load_proc.pid if run.load_proc else None)
         consumers = getattr(run, "consumers", None)
         track("consume", consumers.proc.pid if consumers is not None and consumers.proc else None)
@@ -179,7 +179,7 @@ def sample_links(run: Any, network: Network, until: float) -> None:
     """Every second during the load: bytes per second each link carried in each direction over
     the last interval, with the link's rate at the time, as ``link_sample`` events."""
     prev, t_prev = link_bytes(network), time.time()
-    while time.time() < until and not run.state.stop.is_set():
+    while time.time() < until and not run.state.stop.is_set() and not run.state.load_over.is_set():
         run.state.stop.wait(1.0)
         try:
             now = link_bytes(network)

@@ -329,12 +329,18 @@ class Run:
         load_end = t_zero + sc.workload.duration_s
         # Wait for the load process: duration + drain + slack.
         deadline = load_end + DRAIN_S + 30
+        ending = False
         while self.load_proc.poll() is None:
             if time.time() > deadline:
                 raise RunError(f"load process did not finish by its deadline (pid {self.load_proc.pid})")
             if st.stop.wait(0.2):
                 raise RunError("run stopped")
+            if not ending and self._actions_done_for(sc.workload.end_after_actions_s):
+                ending = True  # our child, still running (polled above)
+                log.info("every action done %.0f s ago: ending the load", sc.workload.end_after_actions_s)
+                self.load_proc.send_signal(signal.SIGUSR1)
             self._notify()
+        st.load_over.set()  # (already set by its "finished" line, unless it died without one)
         if self.load_proc.returncode != 0:
             raise RunError(f"load process exited with code {self.load_proc.returncode}; see {self.logs / 'load.log'}")
         st.phase = "waiting for moves"
@@ -503,6 +509,13 @@ class Run:
             if ev is self._load_ready:
                 self.load_proc.send_signal(signal.SIGUSR2)  # our child, still running (polled above)
 
+    def _actions_done_for(self, seconds: float | None) -> bool:
+        """Every action has ended (each move done) ``seconds`` ago or more (False for None)."""
+        st = self.state
+        if seconds is None or st.moving or any(a.status in ("pending", "running") for a in st.actions):
+            return False
+        return time.time() >= max((a.ended or 0.0 for a in st.actions), default=0.0) + seconds
+
     def _consumer_event(self, what: str, detail: dict[str, Any], ts: float) -> None:
         self.event(EVENT_CONSUMERS_READY if what == "ready" else EVENT_CONSUMERS_FINISHED, detail, ts=ts)
 
@@ -519,6 +532,7 @@ class Run:
             elif ev == "progress":
                 self.state.load = msg
             elif ev == "finished":
+                self.state.load_over.set()  # the samplers stop with the load (it may end before duration_s)
                 self.state.load_finished = msg
                 self.event(EVENT_LOAD_FINISHED, msg, ts=float(msg["ts"]))
 

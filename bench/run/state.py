@@ -36,6 +36,7 @@ class RunState:
         # Moves still running: action_id -> {partition: its source and target brokers}.
         self.moving: dict[int, dict[tuple[str, int], set[int]]] = {}
         self.stop = threading.Event()  # set on failure / Ctrl-C: every thread winds down
+        self.load_over = threading.Event()  # the load finished (or its process ended): the samplers stop
 
 
     def metadata_snapshot(self) -> dict[tuple[str, int], dict[str, Any]]:

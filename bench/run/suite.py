@@ -8,8 +8,9 @@ the object store 30 ms away (p99 80 ms).
 * ``default`` (about 13 minutes on 2 cores): ``calibrate`` under the move budget and without it
   (one cluster per system and setting, twelve partitions of several sizes and ingest rates moved
   one after another, the links stepped to 1gbit: every held-out axis of the move models, size,
-  ingest, link and the link budget, from one run each), then ``consume-move`` (consumer groups
-  across a move, then a broker killed under load and restarted), once each.
+  ingest, link and the link budget, from one run each), ``drain`` (broker 1's partitions moved off
+  it two at a time: the held-out check of the cluster cases), then ``consume-move`` (consumer
+  groups across a move, then a broker killed under load and restarted), once each.
 * ``full`` (about 55 minutes): the run-level suite, each configuration 3 times (``REPETITIONS``):
   ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB), ``broker-loss``,
   ``consume-move``; the client setting's sensitivity (``reassign-one`` at 64 MiB and
@@ -43,6 +44,7 @@ SUITES: dict[str, list[tuple[str, list[str], int]]] = {
     # (scenario, overrides, repetitions); the system axis is set from the available systems.
     "default": [
         ("calibrate", [], 1),  # its matrix: with and without the move budget
+        ("drain", [], 1),  # the cluster cases' held-out check: broker 1 drained, 2 moves at a time
         ("consume-move", [], 1),  # a move and a broker kill under load, consumer groups reading
     ],
     "full": [

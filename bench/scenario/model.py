@@ -99,6 +99,10 @@ class Workload(Model):
     # own default (librdkafka since v1.5.0, the Kafka Java producer since 4.0, KIP-1030;
     # workloads/messages.py). librdkafka's maximum is 900,000.
     linger_ms: Annotated[int, Field(strict=True, ge=0, le=900_000)] = PRODUCER_LINGER_MS
+    # End the load this many seconds after the last action ended (every move done), if that comes
+    # before duration_s, which stays the longest it runs: a run that measures its moves (calibrate)
+    # does not idle through the time the slowest system's moves need. None: the load runs duration_s.
+    end_after_actions_s: Optional[Annotated[Float, Field(ge=0)]] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -325,6 +329,8 @@ class Scenario(Model):
             has_object_store=system.profile.object_store is not None)
         validate_actions(self.actions, state, duration_s=wl.duration_s, launched=system.profile.launched,
                          commands=system.commands, has_links=net.link_rate is not None)
+        if wl.end_after_actions_s is not None and not self.actions:
+            raise field_error("workload.end_after_actions_s", "ends the load after the actions: the scenario has none")
         resolved = self.resolved()
         for key in self.matrix:
             missing = missing_segment(resolved, split_path(key))

@@ -28,7 +28,8 @@ SMALL = {
     "system": {"kind": "replication", "brokers": 3, "replication_throttle_bytes_per_s": "8MiB",
                "extra": {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}},
     "workload": {"topics": [{"name": "hot", "partitions": 2, "replication_factor": 1}], "message_bytes": "1KiB",
-                 "produce_rate_msgs_per_s": 200, "duration_s": 8,  # > 1000 acks, the move done in 1 s
+                 "produce_rate_msgs_per_s": 200, "duration_s": 30,  # > 1000 acks, the move done in 1 s
+                 "end_after_actions_s": 5,  # the load ends ~5 s after the move: ~8 s, not 30
                  "linger_ms": 100},  # not the default (5): it must reach the producers
     "prefill": {"bytes_per_partition": "2MiB"},
     "actions": [{"at_s": 2, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}],
@@ -135,6 +136,7 @@ def test_ctrl_c_is_recorded_and_listed(tmp_path):
     data = json.loads(json.dumps(SMALL))
     data["system"].update(brokers=1, replication_throttle_bytes_per_s=None)
     data["workload"].update(topics=[{"name": "hot", "partitions": 1, "replication_factor": 1}], duration_s=120)
+    del data["workload"]["end_after_actions_s"]  # no action to end after
     data.update(prefill={"bytes_per_partition": 0}, actions=[])
     path = tmp_path / "ctrlc.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -200,6 +202,10 @@ def test_short_run_end_to_end(small_run):
     p = summary["producer"]
     assert p["acked"] > 1000 and p["failed"] == 0 and p["acked"] == p["sent"]
     assert abs(p["rate_msgs_per_s"] - 200) < 40
+    # workload.end_after_actions_s: the load ended after the move, not at duration_s
+    [fin] = [json.loads(d) for d in read_history(run_dir / "history.parquet").filter(
+        pc.equal(pc.field("event"), "load_finished"))["detail"].to_pylist()]
+    assert fin["after_actions"] is True and fin["early"] is False and 5 < fin["load_seconds"] < 20, fin
     [move] = summary["moves"]
     assert (move["topic"], move["partition"], move["from"], move["to"]) == ("hot", 0, [1], [3])
     assert move["new_leader"] == 3
@@ -243,8 +249,12 @@ def test_short_run_end_to_end(small_run):
     assert host["saturated"] is (host["busy_mean_pct"] > host["threshold_pct"] == 90)
     assert host["busy_mean_pct"] <= host["busy_peak_pct"] and host["samples_over_threshold"] <= host["samples"]
     assert move["host_saturated"] is None or move["host_saturated"] is (move["host_busy_mean_pct"] > 90)
-    samples = [json.loads(d) for d in read_history(run_dir / "history.parquet").filter(
-        pc.equal(pc.field("event"), "host_sample"))["detail"].to_pylist()]
+    hist = read_history(run_dir / "history.parquet")
+    [end] = hist.filter(pc.equal(pc.field("event"), "load_finished"))["ts"].to_pylist()
+    # the samples overlapping the load window (bench/check/host.py; the samplers stop once the load
+    # reports "finished", so one may start after it)
+    rows = hist.filter(pc.equal(pc.field("event"), "host_sample")).select(["ts", "detail"]).to_pylist()
+    samples = [d for r in rows if r["ts"] - (d := json.loads(r["detail"]))["interval_s"] < end]
     assert len(samples) == host["samples"] and all(0.9 < x["interval_s"] < 2 and x["cpus"] >= 1 for x in samples)
     assert all(0 <= x["busy_pct"] <= 100 and 0 <= x["user_pct"] + x["system_pct"] <= 100.1 for x in samples)
 

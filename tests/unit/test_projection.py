@@ -233,6 +233,30 @@ def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
     assert not v2.validated and "sweep-tiered" in v2.reason
 
 
+def test_the_headline_cluster_s_moves_are_judged_as_a_partition_case_is():
+    # a scale-out's partition (100 GB at 1 MB/s) rests on the same axes and assumptions as the
+    # article's: the tiered copy of what is not tiered stays an assumption even with a rebalance check
+    pts = _production_tiered()
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "tiered")
+    val = mdl.validate(pts, "tiered")
+    v = projection.validity("tiered", val)
+    rebalance = {"system": "tiered", "axis": "rebalance", "status": "ok", "error_pct": 5.0, "target_pct": 20.0}
+    sv = projection.validity("tiered", val + [rebalance], ("rebalance",))
+    assert sv.validated
+    h = projection.headline({"tiered": m}, {"tiered": v}, _sims({"tiered": m}), {"tiered": sv}, val + [rebalance])
+    c10 = next(x for x in h if x["case"] == "cluster" and x["link_gbit_s"] == 10.0)
+    assert c10["status"] == "not validated" and "assumption" in c10["reason"] and c10["value_s"] is None
+    assert c10["validity"] and c10["validity_text"]  # per axis: measured range, extrapolation
+    # the copy's cluster, validated, carries its moves' validity domain
+    pts = _production_copy()
+    val = mdl.validate(pts, "replication")
+    m = mdl.fit_model([p for p in pts if p.link_demand < 1], "replication")
+    v = projection.validity("replication", val)
+    h = projection.headline({"replication": m}, {"replication": v}, _sims({"replication": m}), {"replication": v}, val)
+    c10 = next(x for x in h if x["case"] == "cluster" and x["link_gbit_s"] == 10.0)
+    assert c10["status"] == "validated" and c10["value_s"] > 0 and "rate" in c10["validity"], c10
+
+
 def test_a_tiered_cluster_simulates_copies_of_the_local_tails():
     m = mdl.fit_model(_tiered(), "tiered")
     cfg = next(c for c in projection.cluster_configs({"tiered": m}) if c["headline"] and c["link_gbit_s"] == 10.0)

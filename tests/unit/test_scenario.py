@@ -467,7 +467,7 @@ def test_the_suites_run_on_production_terms():
     from bench.scenario import resolve_scenario
     from bench.scenario.scale import scale_check
 
-    for name in ("reassign-one", "broker-loss", "consume-move", "calibrate"):
+    for name in ("reassign-one", "broker-loss", "consume-move", "calibrate", "drain"):
         for rid, sc in expand(load_scenario(resolve_scenario(name))):
             assert (sc.scale.bytes, sc.scale.rate) == (0.01, 0.01), rid
             assert sc.system.move_budget_of_link in (0.5, None) and sc.workload.linger_ms == 5, rid
@@ -626,3 +626,15 @@ def test_after_moves_is_a_field_of_every_action_kind():
     assert parse_scenario(data, "x.yaml").actions[0].after_moves
     data["actions"][0]["after_moves"] = "soon"
     assert "actions.0.after_moves" in str(error_of(data))
+
+
+def test_the_load_ends_after_the_actions_only_when_there_are_actions():
+    data = minimal()
+    data["workload"]["end_after_actions_s"] = 3
+    assert parse_scenario(data, "x.yaml").workload.end_after_actions_s == 3.0
+    data["actions"] = []
+    with pytest.raises(ScenarioError, match="workload.end_after_actions_s: ends the load after the actions"):
+        parse_scenario(data, "x.yaml")
+    data["workload"]["end_after_actions_s"] = -1
+    with pytest.raises(ScenarioError, match="workload.end_after_actions_s"):
+        parse_scenario(data, "x.yaml")
