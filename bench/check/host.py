@@ -140,6 +140,7 @@ def run_host(v: HistoryView | None) -> dict[str, Any]:
                and lo is not None and hi is not None and s.end > lo and s.start < hi)
     return {**w, "samples_over_threshold": over if w["samples"] else None,
             "run_processes_pct": run_processes_pct(v, lo, hi), "cpu_pressure_mean_pct": cpu_pressure(v, lo, hi),
+            "steal_mean_pct": sample_mean(v, "steal_pct", lo, hi),
             "from_ts": lo, "to_ts": hi,
             "threshold_pct": SATURATED_BUSY_PCT, "source": source}
 
@@ -148,10 +149,17 @@ def cpu_pressure(v: HistoryView, lo: float | None, hi: float | None) -> float | 
     """The mean over [lo, hi]'s host samples of ``cpu_pressure_pct`` (the share of each second some
     runnable task waited for a CPU, the kernel's PSI): how much waiting the busy share meant.
     Reported, not part of the rule; None where the kernel has no PSI or the history predates it."""
+    return sample_mean(v, "cpu_pressure_pct", lo, hi)
+
+
+def sample_mean(v: HistoryView, key: str, lo: float | None, hi: float | None) -> float | None:
+    """The mean of ``key`` over [lo, hi]'s host samples (None: no sample has it). ``steal_pct``:
+    the share of the cores the hypervisor gave other guests while this one had work (counted as
+    busy by the rule: a VM's noisy neighbours saturate it as surely as its own processes do)."""
     if lo is None or hi is None:
         return None
-    xs = [float(e.detail["cpu_pressure_pct"]) for e in v.events_named(EVENT_HOST_SAMPLE)
-          if lo < e.ts <= hi and isinstance(e.detail.get("cpu_pressure_pct"), (int, float))]
+    xs = [float(e.detail[key]) for e in v.events_named(EVENT_HOST_SAMPLE)
+          if lo < e.ts <= hi and isinstance(e.detail.get(key), (int, float))]
     return round(sum(xs) / len(xs), 1) if xs else None
 
 

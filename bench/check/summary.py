@@ -66,7 +66,8 @@ clock). Shape::
      host: {busy_mean_pct, busy_peak_pct, samples, saturated (true | false | null: unknown, fewer
             than 2 host samples), reason (why unknown, else null), samples_over_threshold,
             run_processes_pct (the run's own processes' share of the host), cpu_pressure_mean_pct
-            (the share of the time some task waited for a CPU, the kernel's PSI), from_ts, to_ts (the
+            (the share of the time some task waited for a CPU, the kernel's PSI), steal_mean_pct (the
+            hypervisor's share: other guests of the machine), from_ts, to_ts (the
             load window), threshold_pct, source (host_sample | cpu_sample._machine | null)}: the
             whole host's CPU over the load window, bench.check.host (each move's the
             same, moves[].host_busy_mean_pct, host_busy_peak_pct, host_saturated),

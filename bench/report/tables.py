@@ -582,8 +582,10 @@ HOST_NOTE = (f"Every process of a run shares one host. A window is saturated whe
              f"window is its load; a move's, its request to the first ack on the new owner. Busy %: median "
              f"(min–max) over the configuration's runs (load) or moves (mean and peak sample in each move's window); "
              f"of it the run's processes: the load, consumers, harness and cluster processes' share of the host "
-             f"(the rest was other work on the machine).")
-HOST_HEAD = ["configuration", "runs", "host busy % (load)", "of it the run's processes %", "loads saturated", "moves",
+             f"(the rest was other work on the machine); steal: the hypervisor's share, CPU it gave other guests "
+             f"of a virtual machine while this one had work (busy to the rule: noisy neighbours).")
+HOST_HEAD = ["configuration", "runs", "host busy % (load)", "of it the run's processes %", "of it steal %",
+             "loads saturated", "moves",
              "saturated moves",
              "share of moves", "unknown", "host busy % (moves, mean)", "host busy % (moves, peak)"]
 
@@ -599,7 +601,8 @@ def host_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
     for c in configs:
         sat, unk = c.get("moves_host_saturated"), c.get("moves_host_unknown")
         rows.append([c["config_label"] or c["config_key"], runs_of(c), cfg_spread(c, "load_host_busy_mean_pct"),
-                     cfg_spread(c, "load_run_processes_pct"), count_text(c.get("runs_host_saturated")), c["moves"],
+                     cfg_spread(c, "load_run_processes_pct"), cfg_spread(c, "load_steal_pct"),
+                     count_text(c.get("runs_host_saturated")), c["moves"],
                      count_text(sat),
                      _share(sat, c["moves"]) if sat is not None else MISSING, count_text(unk),
                      cfg_spread(c, "host_busy_mean_pct"), cfg_spread(c, "host_busy_peak_pct")])

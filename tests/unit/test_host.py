@@ -17,7 +17,7 @@ T0 = 1_000.0
 
 def host(ts, busy):
     return event_row("host_sample", T0 + ts, {"busy_pct": busy, "user_pct": busy, "system_pct": 0.0, "iowait_pct": 0.0,
-                                              "steal_pct": 0.0, "interval_s": 1.0, "cpus": 2, "load_1m": 1.0,
+                                              "steal_pct": busy / 5, "interval_s": 1.0, "cpus": 2, "load_1m": 1.0,
                                               "cpu_pressure_pct": busy / 10})
 
 
@@ -70,6 +70,7 @@ def test_a_move_timed_on_a_busy_host_is_saturated_its_run_is_not():
     assert (h["from_ts"], h["to_ts"], h["threshold_pct"], h["source"]) == (T0, T0 + 20, 90.0, SOURCE_HOST)
     assert h["run_processes_pct"] is None  # no cpu_sample: nothing of the run's own to count
     assert h["cpu_pressure_mean_pct"] == pytest.approx((4 * 9.5 + 16 * 5) / 20, abs=0.05)  # reported, not judged
+    assert h["steal_mean_pct"] == pytest.approx((4 * 19 + 16 * 10) / 20, abs=0.05)  # the hypervisor's share
     json.dumps(s, allow_nan=False)
 
 
@@ -184,5 +185,6 @@ def test_the_report_counts_saturated_moves_per_configuration_and_over_all():
          "moves_host_saturated": 1, "moves_host_unknown": 1, "load_host_busy_mean_pct_median": 70.0,
          "load_host_busy_mean_pct_min": 60.0, "load_host_busy_mean_pct_max": 92.0, "host_busy_mean_pct_median": 80.0,
          "host_busy_mean_pct_min": 50.0, "host_busy_mean_pct_max": 95.0, "host_busy_peak_pct_median": 99.0,
-         "host_busy_peak_pct_min": 99.0, "host_busy_peak_pct_max": 99.0}
-    assert tb.host_rows([c]) == [["c", "3", "70 (60–92)", "–", "1", 3, "1", "33 %", "1", "80 (50–95)", "99"]]
+         "host_busy_peak_pct_min": 99.0, "host_busy_peak_pct_max": 99.0,
+         "load_steal_pct_median": 25.0, "load_steal_pct_min": 0.0, "load_steal_pct_max": 28.0}
+    assert tb.host_rows([c]) == [["c", "3", "70 (60–92)", "–", "25 (0–28)", "1", 3, "1", "33 %", "1", "80 (50–95)", "99"]]

@@ -96,7 +96,8 @@ def host_counts(run_rows: list[dict[str, Any]], moves: list[dict[str, Any]]) -> 
             "moves_host_saturated": sum(1 for m in moves if m.get("host_saturated")),
             "moves_host_unknown": sum(1 for m in moves if m.get("host_saturated") is None),
             **_spread_cols("load_host_busy_mean_pct", (x.get("host_busy_mean_pct") for x in run_rows)),
-            **_spread_cols("load_run_processes_pct", (x.get("host_run_processes_pct") for x in run_rows))}
+            **_spread_cols("load_run_processes_pct", (x.get("host_run_processes_pct") for x in run_rows)),
+            **_spread_cols("load_steal_pct", (x.get("host_steal_pct") for x in run_rows))}
 
 
 def _json_or_none(x: Any) -> str | None:

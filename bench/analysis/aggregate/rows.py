@@ -341,7 +341,7 @@ def host_columns(summary: dict[str, Any]) -> dict[str, Any]:
     h = summary.get("host") if isinstance(summary.get("host"), dict) else {}
     return {"host_busy_mean_pct": h.get("busy_mean_pct"), "host_busy_peak_pct": h.get("busy_peak_pct"),
             "host_saturated": h.get("saturated"), "host_source": h.get("source"),
-            "host_run_processes_pct": h.get("run_processes_pct")}
+            "host_run_processes_pct": h.get("run_processes_pct"), "host_steal_pct": h.get("steal_mean_pct")}
 
 
 def _med(xs: list[float]) -> float | None:

@@ -65,6 +65,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # summary.json's host: the host's CPU over the load window (bench/check/host.py; null: unknown)
         ("host_busy_mean_pct", F64), ("host_busy_peak_pct", F64), ("host_saturated", BOOL), ("host_source", STR),
         ("host_run_processes_pct", F64),  # of the host's CPU, the run's own processes' share
+        ("host_steal_pct", F64),  # of it, the hypervisor's share (steal: other guests of the machine)
     ],
     "moves": [
         ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("action", STR),
@@ -165,6 +166,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("load_host_busy_mean_pct_median", F64), ("load_host_busy_mean_pct_min", F64),
         ("load_host_busy_mean_pct_max", F64), ("load_run_processes_pct_median", F64),
         ("load_run_processes_pct_min", F64), ("load_run_processes_pct_max", F64),
+        ("load_steal_pct_median", F64), ("load_steal_pct_min", F64), ("load_steal_pct_max", F64),
     ],
     "model_fit": [
         ("system", STR), ("family", STR), ("formula", STR), ("fixed_s", F64), ("fixed_se", F64),
