@@ -394,34 +394,38 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
 
 
 def _render_moves(configs: list[dict[str, Any]]) -> list[str]:
-    """The moves of multi-move runs (calibrate), one row per move, one column per configuration:
-    move_seconds (median of its runs) and, under it, the partition's bytes at the request."""
+    """The moves of multi-move runs (calibrate, drain), one table per scenario, one row per move, one
+    column per configuration: move_seconds (median of its runs) and the partition's bytes at the
+    request."""
     multi = [c for c in configs if any(r.get("moves") for r in c["runs"])]
     if not multi:
         return []
-    order: list[tuple[str, Any]] = []
-    cells: dict[tuple[str, Any], dict[str, str]] = {}
-    heads = []
-    for c in multi:
-        shown = [kv.split("=", 1)[1] for kv in str(c.get("config_id") or "").split("__")[1:]
-                 if not kv.startswith("system.kind=")]
-        head = f"{c['system']}" + (f" ({', '.join('no budget' if v == 'null' else f'budget {v}' for v in shown)})"
-                                   if shown else "")
-        heads.append(head)
-        by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
-        for r in c["runs"]:
-            for m in r.get("moves") or []:
-                by.setdefault((m["partition"], m.get("link")), []).append(m)
-        for k, ms in by.items():
-            if k not in order:
-                order.append(k)
-            t, b = _median([m["move_seconds"] for m in ms]), _median([m["partition_bytes"] for m in ms])
-            cells.setdefault(k, {})[head] = f"{fmt(t)} s ({fmt(b / 1e6)} MB)" if _num(t) and _num(b) else "-"
     lines = ["", "Each move of the multi-move runs: move_seconds (bytes in the partition at the request), median of "
-                 "the configuration's runs; the link in force at the request.", "",
-             "| move | link | " + " | ".join(heads) + " |", "|---|---|" + "---:|" * len(heads)]
-    for k in order:
-        lines.append(f"| {k[0]} | {k[1] or '-'} | " + " | ".join(cells[k].get(h, "-") for h in heads) + " |")
+                 "the configuration's runs; the link in force at the request. Moves of one action (drain) all "
+                 "count from its request: a move's time includes its wait for a free slot (2 per broker)."]
+    for scenario in dict.fromkeys(c.get("scenario") for c in multi):
+        order: list[tuple[str, Any]] = []
+        cells: dict[tuple[str, Any], dict[str, str]] = {}
+        heads = []
+        for c in (c for c in multi if c.get("scenario") == scenario):
+            shown = [kv.split("=", 1)[1] for kv in str(c.get("config_id") or "").split("__")[1:]
+                     if not kv.startswith("system.kind=")]
+            head = f"{c['system']}" + (f" ({', '.join('no budget' if v == 'null' else f'budget {v}' for v in shown)})"
+                                       if shown else "")
+            heads.append(head)
+            by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+            for r in c["runs"]:
+                for m in r.get("moves") or []:
+                    by.setdefault((m["partition"], m.get("link")), []).append(m)
+            for k, ms in by.items():
+                if k not in order:
+                    order.append(k)
+                t, b = _median([m["move_seconds"] for m in ms]), _median([m["partition_bytes"] for m in ms])
+                cells.setdefault(k, {})[head] = f"{fmt(t)} s ({fmt(b / 1e6)} MB)" if _num(t) and _num(b) else "-"
+        lines += ["", f"`{scenario}`:", "", "| move | link | " + " | ".join(heads) + " |",
+                  "|---|---|" + "---:|" * len(heads)]
+        for k in order:
+            lines.append(f"| {k[0]} | {k[1] or '-'} | " + " | ".join(cells[k].get(h, "-") for h in heads) + " |")
     return lines
 
 
