@@ -39,6 +39,9 @@ from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LOAD
 
 SATURATED_BUSY_PCT = 90.0  # a window above this mean busy share of all cores is saturated
 MIN_SAMPLES = 2  # fewer host samples overlapping a window: unknown
+# A run's mean steal above this is named wherever its host is: a virtual machine whose hypervisor
+# serves other guests gives the run less CPU than it had (27 % was seen on this project's VM).
+STEAL_NOTICE_PCT = 5.0
 SOURCE_HOST = EVENT_HOST_SAMPLE  # where a run's host samples came from
 SOURCE_MACHINE = f"{EVENT_CPU_SAMPLE}._machine"  # a history from before host_sample
 MACHINE_KEY = "_machine"

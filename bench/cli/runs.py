@@ -194,7 +194,8 @@ def cmd_list(args) -> int:
     console.print(t if run_dirs else f"no runs under {root}")
     if run_dirs:
         console.print(f"host saturated: {HOST_RULE} (load window: yes/no/unknown, mean busy %); "
-                      "* a move timed while the host was saturated. A summary from before host samples: "
+                      "* a move timed while the host was saturated; steal: the CPU the hypervisor gave other "
+                      "guests of this machine. A summary from before host samples: "
                       "`python -m bench analyze RUN_DIR --write` fills it in from the history.", highlight=False)
     return 0
 
@@ -202,7 +203,10 @@ def cmd_list(args) -> int:
 def host_text(s: dict, markup: bool = True) -> str:
     """``python -m bench list``'s host column: whether the run's load window saturated the host
     (bench/check/host.py), its mean busy share, and how many of its moves were saturated
-    (``markup``: a saturated run in red, rich's markup)."""
+    (``markup``: a saturated run in red, rich's markup), and the hypervisor's steal when it took
+    a noticeable share."""
+    from bench.check.host import STEAL_NOTICE_PCT
+
     h = s.get("host")
     if not isinstance(h, dict):
         return "? (older summary)"
@@ -211,8 +215,10 @@ def host_text(s: dict, markup: bool = True) -> str:
     mean = h.get("busy_mean_pct")
     moves = s.get("moves") or []
     n = sum(1 for m in moves if m.get("host_saturated"))
+    steal = h.get("steal_mean_pct")
     return (word + (f" ({mean:.0f} %)" if isinstance(mean, (int, float)) else "")
-            + (f", {n} of {len(moves)} moves" if moves else ""))
+            + (f", {n} of {len(moves)} moves" if moves else "")
+            + (f", steal {steal:.0f} %" if isinstance(steal, (int, float)) and steal >= STEAL_NOTICE_PCT else ""))
 
 
 def _marked(word: str) -> str:

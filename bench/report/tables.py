@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
-from bench.check.host import MIN_SAMPLES, SATURATED_BUSY_PCT
+from bench.check.host import MIN_SAMPLES, SATURATED_BUSY_PCT, STEAL_NOTICE_PCT
 from bench.check.metrics import MOVE_METRICS, MoveMetric
 from bench.check.safety import VERDICTS, verdict_counts
 from bench.check.summary import current_configuration, upgrade_summary
@@ -625,7 +625,18 @@ def host_lines(t) -> list[str]:
             f"{len(sat)} of {len(moves)} moves ({_share(len(sat), len(moves))})"
             + (f", {len(unk)} unknown" if unk else "") + (f" ({per})" if per else "")
             + f"; {loads} of {len(runs)} runs' load windows" + (f", {loads_unk} unknown" if loads_unk else "")
-            + ". The move models leave the saturated moves out."]
+            + ". The move models leave the saturated moves out." + _steal_text(runs)]
+
+
+def _steal_text(runs: list[dict[str, Any]]) -> str:
+    """The runs whose host lost CPU to its hypervisor (steal >= STEAL_NOTICE_PCT), if any."""
+    hit = [r["host_steal_pct"] for r in runs if isinstance(r.get("host_steal_pct"), (int, float))
+           and r["host_steal_pct"] >= STEAL_NOTICE_PCT]
+    if not hit:
+        return ""
+    return (f" In {len(hit)} of {len(runs)} runs the hypervisor took {STEAL_NOTICE_PCT:g} % or more of the CPU "
+            f"for other guests (steal, up to {max(hit):.0f} %): those runs shared the machine; run again when it "
+            f"is quiet.")
 
 
 __all__ = [

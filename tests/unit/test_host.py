@@ -188,3 +188,21 @@ def test_the_report_counts_saturated_moves_per_configuration_and_over_all():
          "host_busy_peak_pct_min": 99.0, "host_busy_peak_pct_max": 99.0,
          "load_steal_pct_median": 25.0, "load_steal_pct_min": 0.0, "load_steal_pct_max": 28.0}
     assert tb.host_rows([c]) == [["c", "3", "70 (60–92)", "–", "25 (0–28)", "1", 3, "1", "33 %", "1", "80 (50–95)", "99"]]
+
+
+def test_a_run_whose_hypervisor_took_the_cpu_says_so():
+    from bench.cli.runs import host_text
+    from bench.report import tables as tb
+
+    s = {"host": {"saturated": True, "busy_mean_pct": 95.0, "steal_mean_pct": 27.4}, "moves": []}
+    assert host_text(s, markup=False) == "yes (95 %), steal 27 %"
+    s["host"]["steal_mean_pct"] = 1.0  # below the notice: not named
+    assert host_text(s, markup=False) == "yes (95 %)"
+    t = {"moves": [_move("r1", 8e6, 2.0, True)],
+         "runs": [{"run_key": "r1", "host_saturated": True, "host_steal_pct": 27.4},
+                  {"run_key": "r2", "host_saturated": False, "host_steal_pct": 0.5}]}
+    (line,) = tb.host_lines(t)
+    assert line.endswith("In 1 of 2 runs the hypervisor took 5 % or more of the CPU for other guests (steal, up to "
+                         "27 %): those runs shared the machine; run again when it is quiet."), line
+    t["runs"][0]["host_steal_pct"] = None
+    assert "hypervisor" not in tb.host_lines(t)[0]
