@@ -134,6 +134,7 @@ def run_host(v: HistoryView | None) -> dict[str, Any]:
     if v is None:
         return {**host_window([], None, None, None), "reason": "no history to read host samples from",
                 "samples_over_threshold": None, "run_processes_pct": None, "cpu_pressure_mean_pct": None,
+                "steal_mean_pct": None,
                 "from_ts": None, "to_ts": None,
                 "threshold_pct": SATURATED_BUSY_PCT, "source": None}
     samples, source = host_samples(v)

@@ -31,8 +31,8 @@ clock). Shape::
               sets (bench.scenario.OWN_SETTINGS)>, <every matrix key>},
      checks: <bench.checkers.check_all>,
      moves: [{action_id, kind, topic, partition, from, to, new_leader, request_ts,
-              link_rate_at_request (the brokers' emulated link in force at the request, the slowest;
-              null: loopback), move_seconds,
+              link_rate_at_request (the emulated link in force at the request on the move's source
+              and target brokers, the slowest; null: loopback), move_seconds,
               bytes_moved_inter_broker, bytes_moved_objstore, bytes_written_during_move (acked on the
               partition from the request to the leader change), bytes_moved_at_request,
               bytes_moved_during_move (bench.check.moves.split_bytes_moved), unavailable_seconds,
@@ -326,8 +326,10 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
             "action_id": aid, "kind": m.get("action"), "topic": tp[0], "partition": tp[1],
             "from": entry.get("from"), "to": entry.get("to"), "new_leader": m.get("new_leader"),
             "request_ts": req,
-            "link_rate_at_request": (v.link_rate_at(req, params.get("link_rate"), every_broker) if req is not None
-                                     else params.get("link_rate")),
+            # the models' rule (aggregate rows): the slowest of the move's own brokers' links
+            "link_rate_at_request": (v.link_rate_at(req, params.get("link_rate"),
+                                                    set(entry.get("from") or ()) | set(entry.get("to") or ())
+                                                    or every_broker) if req is not None else params.get("link_rate")),
             "move_seconds": secs if isinstance(secs, (int, float)) else None,
             **({} if isinstance(secs, (int, float)) else {"move_reason": m.get("reason", "unknown")}),
             # Unknown (null), not 0, on a cluster without a journal the harness reads: bytes moved

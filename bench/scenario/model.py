@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
-from bench.scenario.actions import Action, TimelineState, validate_actions
+from bench.scenario.actions import FAULT_ACTIONS, RECOVERY_ACTIONS, Action, TimelineState, validate_actions
 from bench.scenario.errors import ScenarioError, errors_of, field_error, raise_errors
 from bench.latency import emulated, parse_latency
 from bench.scenario.fields import NAME_RE, Bytes, Float, Latency, Model, TcRate
@@ -331,6 +331,11 @@ class Scenario(Model):
                          commands=system.commands, has_links=net.link_rate is not None)
         if wl.end_after_actions_s is not None and not self.actions:
             raise field_error("workload.end_after_actions_s", "ends the load after the actions: the scenario has none")
+        faults = sorted({a.kind for a in self.actions} & (FAULT_ACTIONS | RECOVERY_ACTIONS))
+        if wl.end_after_actions_s is not None and faults:
+            # a fault's outage runs to the first ack after its recovery, which the action's end precedes
+            raise field_error("workload.end_after_actions_s", f"cannot end the load after fault actions ({', '.join(faults)}): "
+                                                              f"their outage is measured after them")
         resolved = self.resolved()
         for key in self.matrix:
             missing = missing_segment(resolved, split_path(key))

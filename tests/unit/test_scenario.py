@@ -638,3 +638,8 @@ def test_the_load_ends_after_the_actions_only_when_there_are_actions():
     data["workload"]["end_after_actions_s"] = -1
     with pytest.raises(ScenarioError, match="workload.end_after_actions_s"):
         parse_scenario(data, "x.yaml")
+    # a fault's outage is measured after its recovery: the load may not end with the actions
+    data = yaml.safe_load(next(p for p in SCENARIOS if p.name == "broker-loss.yaml").read_text())
+    data["workload"]["end_after_actions_s"] = 3
+    with pytest.raises(ScenarioError, match="cannot end the load after fault actions"):
+        parse_scenario(data, "x.yaml")
