@@ -205,7 +205,8 @@ def _cluster_row(system: str, m: mdl.MoveModel, brokers: int, add: int, total: f
             "concurrency": conc, "ingest_per_partition": CLUSTER["ingest_per_partition"],
             "throttle_share": caps["throttle_share"], "upload_threshold_bytes": caps["upload_threshold_bytes"],
             "cap_bytes_per_s": m.efficiency * link * caps["cap_share"],
-            "fixed_s": m.fixed_s, "open_per_object_s": m.open_per_object_s, "headline": False}
+            "fixed_s": m.fixed_s, "open_per_object_s": m.open_per_object_s, "untiered": m.untiered,
+            "headline": False}
 
 
 def simulate_cluster(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +259,8 @@ def simulate_clusters(spark, configs: list[dict[str, Any]]) -> list[dict[str, An
 
 TABLE_SIZES = (("1 GB", 1e9), ("100 GB", 1e11), ("1 TB", 1e12), ("8.2 TB", ARTICLE_BYTES))
 DOMAIN_WORDS = {"bytes": "bytes to move", "rate": "the move's rate", "ingest_share": "ingest / the move's rate",
-                "tail": "unuploaded tail", "objects": "objects opened"}
+                "tail": "unuploaded tail", "objects": "objects opened",
+                "untiered": "ingest per upload interval (segments)"}
 
 
 def production_rf(system: str) -> int:
@@ -378,8 +380,9 @@ def partition_case(system: str, m: mdl.MoveModel, v: Validity, gbit: float, size
         v = b if not b.validated else Validity(True, max(errs) if errs else None, sorted(set(v.axes) | set(b.axes)), None)
     dom = domain(system, m, validation or [], inputs)
     reason = v.reason if not v.validated else extrapolation_reason(dom)
-    if reason is None and m.kind.bytes_assumed and inputs.get("bytes", size) < size:
-        reason = m.kind.bytes_assumed
+    assumed = m.kind.bytes_assumed if m.untiered is None else None  # a measured relation replaces the assumption
+    if reason is None and assumed and inputs.get("bytes", size) < size:
+        reason = assumed
     ok = reason is None
     return {**base, "status": "validated" if ok else "not validated", "cap_bytes_per_s": cap,
             "move_seconds": t if ok and math.isfinite(t) else None, "move_seconds_se": se if ok else None,

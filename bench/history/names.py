@@ -63,6 +63,11 @@ EVENT_REASSIGNMENT_CLEARED = "reassignment_cleared"  # no longer listed {replica
 # {target, adding, removing, copies, phase, to_move_bytes, done_bytes, remaining_bytes, rate_bytes_per_s, eta_s}
 EVENT_MOVE_PROGRESS = "move_progress"
 EVENT_LOG_DIRS = "log_dirs"  # DescribeLogDirs {sizes: {"topic-p": {broker: bytes}}, lags: {...}}
+# A tiered-storage leader's untiered tail, what a new replica starting after the last tiered offset
+# (KIP-1023) would copy (ListOffsets LATEST_TIERED / EARLIEST_LOCAL / LATEST and the leader's log-dir
+# size): {segment_bytes, upload_interval_s, partitions: {"topic-p": {leader, end, local_start,
+# last_tiered, local_bytes, untiered_bytes}}}
+EVENT_UNTIERED = "untiered_sample"
 EVENT_EXTERNAL_CLUSTER = "external_cluster"  # a cluster the harness did not start: what it found and set
 # A journal record about a cluster's internal topic (Kafka's `__consumer_offsets`, the group
 # coordinator's log): kept, but out of the checkers' sight, which measure the scenario's topics

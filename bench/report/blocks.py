@@ -39,6 +39,7 @@ from typing import Any
 
 from bench.check.safety import verdict
 from bench.check.summary import load_cpu_s_per_1000
+from bench.report.model_text import check_unit, check_values
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = ROOT / "docs" / "measurements"
@@ -228,7 +229,8 @@ def collect_benchmark(path: Path | str, extra: list[str] | None = None) -> dict[
 MODEL_FIT_KEYS = ("system", "formula", "fixed_s", "fixed_se", "efficiency", "efficiency_se", "open_per_object_s",
                   "open_objects_max", "n", "runs")
 CHECK_KEYS = ("system", "axis", "label", "status", "reason", "error_pct", "max_abs_error_pct", "target_pct",
-              "measured_s", "predicted_s", "n_train", "n_test", "train_runs", "test_runs", "family")
+              "measured_s", "predicted_s", "measured_bytes", "predicted_bytes", "n_train", "n_test", "train_runs",
+              "test_runs", "family")
 HEADLINE_KEYS = ("case", "title", "system", "link_gbit_s", "status", "value_s", "value_text", "error_pct",
                  "validations", "reason", "basis", "validity_text", "version")
 
@@ -455,12 +457,13 @@ def render_model(name: str, e: dict[str, Any]) -> str:
         err = "-" if not _num(h["error_pct"]) else "≤ " + fmt(h["error_pct"]) + " %"
         lines.append(f"| {h['case']} | {h['system']} | {h['link_gbit_s']:g} Gbit/s | {value} | {err} | "
                      f"{', '.join(h.get('validations') or []) or '-'} |")
-    lines += ["", "| system | check | held out | status | measured s | predicted s | error | target | fitted on |",
+    lines += ["", "| system | check | held out | status | measured | predicted | error | target | fitted on |",
               "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for c in e["checks"]:
         target = "-" if not _num(c["target_pct"]) else "±" + fmt(c["target_pct"]) + " %"
-        lines.append(f"| {c['system']} | {c['axis']} | {c.get('label') or '-'} | {c['status']} | {fmt(c['measured_s'])} | "
-                     f"{fmt(c['predicted_s'])} | {_pct(c['error_pct'])} | {target} | {c.get('n_train') or 0} moves |")
+        meas, pred = check_values(c)
+        lines.append(f"| {c['system']} | {c['axis']} | {c.get('label') or '-'} | {c['status']} | {meas} | "
+                     f"{pred} | {_pct(c['error_pct'])} | {target} | {c.get('n_train') or 0} {check_unit(c)} |")
     models = "; ".join(f"{m['system']}: {m['formula']} (n = {m['n']})" for m in e["models"])
     titles = "; ".join(sorted({f"{h['case']}: {h['title']}" for h in e["headline"]}))
     return "\n".join(lines + [

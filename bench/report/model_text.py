@@ -54,12 +54,12 @@ def model_markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str
               "value's moves from their inputs at the request; error of the median move.", ""]
     if tables["model_validation"]:
         parts.append(md_table(
-            ["system", "axis", "held out", "status", "measured (s)", "predicted (s)", "error", "target", "fitted on"],
+            ["system", "axis", "held out", "status", "measured", "predicted", "error", "target", "fitted on"],
             [[v["system"], v["axis"], v.get("label") or MISSING,
-              v["status"] + (f" ({v['reason']})" if v.get("reason") else ""), fmt_num(v.get("measured_s")),
-              fmt_num(v.get("predicted_s")), fmt_error_pct(v.get("error_pct")),
+              v["status"] + (f" ({v['reason']})" if v.get("reason") else ""), *check_values(v),
+              fmt_error_pct(v.get("error_pct")),
               MISSING if v.get("target_pct") is None else f"±{v['target_pct']:g} %",
-              f"{v.get('n_train') or 0} moves" + (f" ({v['family']})" if v.get("family") else "")]
+              f"{v.get('n_train') or 0} {check_unit(v)}" + (f" ({v['family']})" if v.get("family") else "")]
              for v in tables["model_validation"]]))
     else:
         parts.append("No measured moves to validate.")
@@ -109,6 +109,21 @@ class HeadlineCase:
     head: list[str]
     rows: list[list[str]]
     basis: list[str]
+
+
+def check_values(v: dict[str, Any]) -> tuple[str, str]:
+    """A held-out check's measured and predicted value with its unit: seconds of a move, or bytes
+    of the untiered tail (axis ``untiered``)."""
+    if v.get("measured_bytes") is not None or v.get("predicted_bytes") is not None:
+        return tuple(MISSING if v.get(k) is None else format_bytes(v[k])  # type: ignore[return-value]
+                     for k in ("measured_bytes", "predicted_bytes"))
+    return tuple(MISSING if v.get(k) is None else f"{fmt_num(v[k])} s"  # type: ignore[return-value]
+                 for k in ("measured_s", "predicted_s"))
+
+
+def check_unit(v: dict[str, Any]) -> str:
+    """What a check was fitted on: moves, or sampled partitions (the untiered tail)."""
+    return "partitions" if v.get("axis") == "untiered" else "moves"
 
 
 def headline_cell(e: dict[str, Any]) -> str:

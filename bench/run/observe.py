@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE,
-                                 EVENT_LOG_DIRS,
+                                 EVENT_LOG_DIRS, EVENT_UNTIERED,
                                  EVENT_MOVE_PROGRESS, EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
                                  LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S, SOURCE_CLIENT)
 from bench.history.store import event_row
@@ -215,6 +215,8 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
     listed_now: dict[tuple[str, int], dict] = {}
     wanted = set(topics)
     tracker = Tracker(copies=run.sc.profile.copies_on_move)
+    tiering = run.sc.profile.tiering
+    tiers = tiering(run.sc.settings(), run.sc.system.extra) if tiering else None
     tick = 0
     while not run.state.stop.is_set():
         t0 = time.time()
@@ -244,6 +246,8 @@ def poll_protocol(run: Any, admin, topics: list[str]) -> None:
                 run.history.extend(rows)
         if tick % LOG_DIRS_EVERY == 0:
             sizes, lags = sample_log_dirs(run, admin, wanted)
+            if tiers is not None and sizes:
+                sample_untiered(run, admin, tiers, sizes)
             if ongoing is not None and (listed or tracker.tracking):
                 record_move_progress(run, admin, tracker, time.time(), dict(listed_now), sizes, lags)
         tick += 1
@@ -263,6 +267,41 @@ def sample_log_dirs(run: Any, admin, topics: set[str]) -> tuple[dict, dict]:
     if sizes:
         run.event(EVENT_LOG_DIRS, {"sizes": sizes, "lags": lags})
     return sizes, lags
+
+
+def sample_untiered(run: Any, admin, tiers: dict[str, float], sizes: dict) -> None:
+    """An ``untiered_sample`` event: per partition, the bytes its leader holds after the last tiered
+    offset, what a new replica starting there (KIP-1023) would copy if moved now: the offsets from
+    ListOffsets (LATEST_TIERED, EARLIEST_LOCAL, LATEST: the same question the new replica asks),
+    turned into bytes with the leader's local bytes per offset (its DescribeLogDirs size)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    with run.state.lock:
+        leaders = {tp: m["leader"] for tp, m in run.state.metadata.items() if m.get("leader", -1) >= 0}
+    tps = [TopicPartition(*tp) for tp in sorted(leaders) if f"{tp[0]}-{tp[1]}" in sizes]
+    if not tps:
+        return
+    try:
+        offs = {spec: admin.list_partition_offsets({tp: spec for tp in tps}, timeout_ms=2000)
+                for spec in (OffsetSpec.LATEST, OffsetSpec.EARLIEST_LOCAL, OffsetSpec.LATEST_TIERED)}
+    except Exception as exc:  # noqa: BLE001 - a leader moving or down: no sample this tick
+        log.debug("untiered sample failed: %s", exc)
+        return
+    out = {}
+    for tp in tps:
+        key, leader = f"{tp.topic}-{tp.partition}", leaders[(tp.topic, tp.partition)]
+        local = sizes[key].get(str(leader))
+        if local is None or any(tp not in o for o in offs.values()):
+            continue
+        end, start = offs[OffsetSpec.LATEST][tp].offset, offs[OffsetSpec.EARLIEST_LOCAL][tp].offset
+        last = offs[OffsetSpec.LATEST_TIERED][tp].offset  # -1: nothing tiered yet
+        per_offset = local / (end - start) if end > start else 0.0
+        untiered = local if last < start else round((end - (last + 1)) * per_offset)
+        out[key] = {"leader": leader, "end": end, "local_start": start, "last_tiered": last, "local_bytes": local,
+                    "untiered_bytes": max(0, min(local, untiered))}
+    if out:
+        run.event(EVENT_UNTIERED, {**tiers, "partitions": out})
 
 
 def record_move_progress(run: Any, admin, tracker: Tracker, ts: float, ongoing: dict, sizes: dict, lags: dict) -> None:

@@ -8,9 +8,11 @@ the object store 30 ms away (p99 80 ms).
 * ``default`` (about 11 minutes on 2 cores): ``calibrate`` under the move budget and without it
   (one cluster per system and setting, twelve partitions of several sizes and ingest rates moved
   one after another, the links stepped to 1gbit: every held-out axis of the move models, size,
-  ingest, link and the link budget, from one run each), ``drain`` (broker 1's partitions moved off
-  it two at a time: the held-out check of the cluster cases), then ``consume-move`` (consumer
-  groups across a move, then a broker killed under load and restarted), once each.
+  ingest, link and the link budget, from one run each), ``tiered-tail`` (tiered storage only: the
+  untiered tail a new replica copies, sampled at three ingest rates, the bytes relation of its TB
+  projection), ``drain`` (broker 1's partitions moved off it two at a time: the held-out check of
+  the cluster cases), then ``consume-move`` (consumer groups across a move, then a broker killed
+  under load and restarted), once each.
 * ``full`` (about 55 minutes): the run-level suite, each configuration 3 times (``REPETITIONS``):
   ``reassign-one`` at four partition sizes (1, 8, 32 and 64 MiB), ``broker-loss``,
   ``consume-move``; the client setting's sensitivity (``reassign-one`` at 64 MiB and
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 
@@ -40,24 +43,34 @@ REPETITIONS = 3  # runs per configuration: the least that gives a median and a s
 SENSITIVITY_LINGER_MS = 250
 SENSITIVITY_SIZE = "64MiB"  # reassign-one's largest partition: the copy's longest move
 
-SUITES: dict[str, list[tuple[str, list[str], int]]] = {
-    # (scenario, overrides, repetitions); the system axis is set from the available systems.
+class Entry(NamedTuple):
+    """One scenario of a suite: its overrides, repetitions, and whether it is about its own system
+    only (run when that one is chosen) rather than every chosen one (the system axis set from them)."""
+
+    scenario: str
+    overrides: list[str]
+    repetitions: int
+    own_system: bool = False
+
+
+SUITES: dict[str, list[Entry]] = {
     "default": [
-        ("calibrate", [], 1),  # its matrix: with and without the move budget
-        ("drain", [], 1),  # the cluster cases' held-out check: broker 1 drained, 2 moves at a time
-        ("consume-move", [], 1),  # a move and a broker kill under load, consumer groups reading
+        Entry("calibrate", [], 1),  # its matrix: with and without the move budget
+        Entry("tiered-tail", [], 1, own_system=True),  # what a new tiered replica copies: the bytes relation
+        Entry("drain", [], 1),  # the cluster cases' held-out check: broker 1 drained, 2 moves at a time
+        Entry("consume-move", [], 1),  # a move and a broker kill under load, consumer groups reading
     ],
     "full": [
-        ("reassign-one", [], REPETITIONS),
-        ("broker-loss", [], REPETITIONS),
-        ("consume-move", [], REPETITIONS),
+        Entry("reassign-one", [], REPETITIONS),
+        Entry("broker-loss", [], REPETITIONS),
+        Entry("consume-move", [], REPETITIONS),
         # the client setting's sensitivity
-        ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
-                          f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
-        ("broker-loss", [f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
+        Entry("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
+                               f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
+        Entry("broker-loss", [f"matrix.workload.linger_ms=[{SENSITIVITY_LINGER_MS}]"], REPETITIONS),
         # every system without a move limit
-        ("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
-                          "matrix.system.move_budget_of_link=[null]"], REPETITIONS),
+        Entry("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
+                               "matrix.system.move_budget_of_link=[null]"], REPETITIONS),
     ],
 }
 
@@ -71,9 +84,14 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
         console.print(f"[red]--systems: unknown system(s) {unknown or chosen} (systems: {', '.join(NAMES)})[/red]")
         return 2
     scenarios = []
-    for ref, overrides, reps in SUITES[name]:
-        sc = load_scenario(resolve_scenario(ref),
-                           [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]", f"repetitions={reps}"])
+    for ref, overrides, reps, own_system in SUITES[name]:
+        path = resolve_scenario(ref)
+        if own_system:
+            sc = load_scenario(path, [*overrides, f"repetitions={reps}"])
+            if sc.system.kind not in chosen:
+                continue
+        else:
+            sc = load_scenario(path, [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]", f"repetitions={reps}"])
         scenarios.append(sc)  # all validated before anything starts
     ts = runner.timestamp()
     done: list[tuple[str, dict]] = []

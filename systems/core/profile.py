@@ -209,6 +209,11 @@ class SystemProfile:
     # Broker configs (not scenario settings) with a production value the scale model checks
     # (besides COMMON_SCALED_CONFIGS and the scenario settings' own `production`).
     scaled_configs: tuple[ScaledConfig, ...] = ()
+    # A system that uploads closed segments in the background (tiered storage): (scenario
+    # settings, system.extra) -> its segment size (bytes) and upload task interval (s). The run
+    # samples what a new replica would copy (the untiered tail, bench/run/observe.py) with them, the
+    # relation a TB-scale projection of its copy rests on. None: nothing is tiered.
+    tiering: Callable[[Settings, Mapping[str, Any]], dict[str, float]] | None = None
 
     @property
     def services(self) -> tuple[Service, ...]:

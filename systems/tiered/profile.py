@@ -3,12 +3,16 @@ copies between brokers like the copy system, but only the part of the log not ye
 storage."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from systems.core.profile import JournalMeaning, Production, ScaledConfig, ScenarioSetting, Settings, SystemProfile
 from systems.replication import profile as replication
 from systems.shared import profile as shared
 from systems.tiered.settings import DEFAULTS
 
 MiB = 1 << 20
+UPLOAD_INTERVAL_KEY = "remote.log.manager.task.interval.ms"
 MIN_SEGMENT_BYTES = 1 * MiB  # Kafka 4.0's floor for segment.bytes (KIP-1030)
 # Kafka's topic configs segment.bytes and local.retention.bytes: closed segments go to object
 # storage, the leader keeps local.retention.bytes locally, a new replica copies only the local
@@ -66,6 +70,13 @@ def describe(s: Settings) -> dict:
                                       else "leader's local log start (KIP-405)")}
 
 
+def tiering(s: Settings, extra: Mapping[str, Any]) -> dict[str, float]:
+    """A closed segment waits for the remote log manager's next task to be uploaded: the segment
+    size and the task's interval the untiered tail depends on."""
+    ms = extra.get(UPLOAD_INTERVAL_KEY, DEFAULTS[UPLOAD_INTERVAL_KEY])
+    return {"segment_bytes": float(SEGMENT_BYTES.value(s)), "upload_interval_s": float(ms) / 1000.0}
+
+
 def check_settings(s: Settings) -> list[tuple[str, str]]:
     both = replication.check_settings(s)
     if both:
@@ -115,8 +126,9 @@ PROFILE = SystemProfile(
     # Kafka runs its remote log manager every 30 s; here every 1 s (systems/tiered/settings.py), so
     # that a prefill written seconds before the move is tiered by then, as a long-lived partition's
     # closed segments are: a departure the scale model reports.
-    scaled_configs=(ScaledConfig("remote.log.manager.task.interval.ms", "time",
+    scaled_configs=(ScaledConfig(UPLOAD_INTERVAL_KEY, "time",
                                  Production(30_000, "Kafka's default remote.log.manager.task.interval.ms (30 s)")),),
     move_budget=replication.THROTTLE_BYTES.name,  # as the copy system's: the new replica's fetches
     move_budget_label=replication.MOVE_BUDGET_LABEL,
+    tiering=tiering,
 )

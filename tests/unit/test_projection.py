@@ -188,7 +188,7 @@ def _tiered(throttles=(2.5e6, 3.75e6, 6.25e6), rates=(50, 100, 200), link="100mb
     return pts
 
 
-def _production_tiered():
+def production_tiered():
     link = GBIT
     pts = [replace(p, link_demand=(3 * mdl.nominal_ingest(p) + p.cap_bytes_per_s) / link)
            for p in _tiered((20e6, 30e6, 50e6), (1000, 2000, 4000), "1000mbit")]
@@ -211,7 +211,7 @@ def test_a_tiered_partition_copies_only_what_is_not_tiered():
 
 
 def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
-    pts = _production_tiered()
+    pts = production_tiered()
     m = mdl.fit_model([p for p in pts if p.link_demand < 1], "tiered")
     val = mdl.validate(pts, "tiered")
     v = projection.validity("tiered", val)
@@ -236,7 +236,7 @@ def test_a_tiered_model_projects_from_its_throttle_and_ingest_checks():
 def test_the_headline_cluster_s_moves_are_judged_as_a_partition_case_is():
     # a scale-out's partition (100 GB at 1 MB/s) rests on the same axes and assumptions as the
     # article's: the tiered copy of what is not tiered stays an assumption even with a rebalance check
-    pts = _production_tiered()
+    pts = production_tiered()
     m = mdl.fit_model([p for p in pts if p.link_demand < 1], "tiered")
     val = mdl.validate(pts, "tiered")
     v = projection.validity("tiered", val)

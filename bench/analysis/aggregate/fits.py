@@ -305,6 +305,65 @@ def rebalance_checks(runs: Sequence[StoredRun], moves: list[dict[str, Any]], mod
     return out
 
 
+UNTIERED_TARGET_PCT = 30.0  # the tiered copy's own target (bench/analysis/model/tiered_copy.py)
+UNTIERED_MIN_INTERVALS = 2.0  # a partition's steady window must hold this many upload intervals
+UNTIERED_MIN_ROLLS = 1.0  # ... and this many segment rolls: a mean over time needs whole cycles
+
+
+def untiered_steady(row: dict[str, Any]) -> bool:
+    """Whether a partition's steady window is long enough for a mean over its upload and roll cycles."""
+    need = max(UNTIERED_MIN_INTERVALS * row["upload_interval_s"],
+               UNTIERED_MIN_ROLLS * row["segment_bytes"] / row["ingest_bytes_per_s"])
+    return row["steady_seconds"] >= need
+
+
+def untiered_relations(rows: list[dict[str, Any]], models: dict[str, mdl.MoveModel]
+                       ) -> tuple[dict[str, mdl.MoveModel], list[dict[str, Any]]]:
+    """The untiered tail's relation per tiered system (fitted on every long-enough partition of its
+    model's code version, attached to the model as ``untiered``) and its held-out check: the
+    highest backlog (r x I / S) predicted by the relation fitted on the lower ones only, the median
+    of its partitions' mean tails against the prediction, within :data:`UNTIERED_TARGET_PCT`."""
+    out_models, checks = dict(models), []
+    for system in sorted({r["system"] for r in rows}):
+        m = models.get(system)
+        if m is None or m.family != mdl.TIERED_COPY.name:
+            continue
+        mine = [r for r in rows if r["system"] == system and untiered_steady(r)]
+        same = [r for r in mine if r["version"] == m.version or (m.version or "").startswith("pooled")]
+        levels = sorted({round(r["backlog_segments"], 6) for r in same})
+        base = {"system": system, "axis": "untiered", "label": "untiered tail (KIP-1023's copy) by backlog r x I / S",
+                "family": "untiered tail", "target_pct": UNTIERED_TARGET_PCT, "measured_s": None, "predicted_s": None,
+                "max_abs_error_pct": None, "error_pct": None, "train_values": levels[:-1],
+                "train_runs": [], "test_runs": [], "n_train": 0, "n_test": 0,
+                "fit": {"version": m.version}}
+        if len(levels) < 3:
+            why = (f"{len(same)} partition(s) sampled long enough at {len(levels)} backlog(s) of the model's code "
+                   f"version ({len(mine) - len(same)} of another); need 3 backlogs (two to fit, the highest held "
+                   "out): run `python -m bench run tiered-tail`")
+            checks.append({**base, "status": "insufficient", "reason": why})
+            continue
+        held = levels[-1]
+        train = [r for r in same if round(r["backlog_segments"], 6) < held]
+        test = [r for r in same if round(r["backlog_segments"], 6) == held]
+        rel = mdl.fit_untiered(train, held_out=held)
+        preds = [mdl.untiered_tail(rel, r["segment_bytes"], r["ingest_bytes_per_s"], r["upload_interval_s"])
+                 for r in test]
+        meas, pred = statistics.median(r["mean_bytes"] for r in test), statistics.median(preds)
+        err = (pred - meas) / meas * 100.0
+        ok = abs(err) <= UNTIERED_TARGET_PCT
+        checks.append({**base, "held_out": {"untiered": held}, "label": f"untiered tail at backlog {held:.3g} segments "
+                       f"(fitted on {', '.join(f'{x:.3g}' for x in levels[:-1])})",
+                       "status": "ok" if ok else "failed",
+                       "reason": None if ok else f"|error| {abs(err):.1f} % > {UNTIERED_TARGET_PCT:g} %",
+                       "error_pct": err, "max_abs_error_pct": max(abs(p - r["mean_bytes"]) / r["mean_bytes"] * 100.0
+                                                                  for p, r in zip(preds, test)),
+                       "measured_bytes": meas, "predicted_bytes": pred, "test_domain": {"untiered": [held, held]},
+                       "train_runs": sorted({r["run_key"] for r in train}), "test_runs": sorted({r["run_key"] for r in test}),
+                       "n_train": len(train), "n_test": len(test)})
+        out_models[system] = replace(m, untiered=mdl.fit_untiered(same))
+    return out_models, checks
+
+
 def ack_lags(moves: list[dict[str, Any]], models: dict[str, mdl.MoveModel]) -> dict[str, float]:
     """Per system: the median leader change -> first ack over every single-partition move the
     models may fit on (the client's lag: its metadata refresh and, for a target it has no
@@ -335,7 +394,7 @@ def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         held = v.get("held_out") or {}
         rows.append({**{k: v.get(k) for k in ("system", "axis", "label", "family", "status", "reason", "error_pct",
                                              "max_abs_error_pct", "target_pct", "measured_s", "predicted_s",
-                                             "n_train", "n_test")},
+                                             "n_train", "n_test", "measured_bytes", "predicted_bytes")},
                      "held_out_value": next(iter(held.values()), None),
                      "train_values": ",".join(f"{x:g}" for x in v.get("train_values") or []),
                      "train_runs": ",".join(v.get("train_runs") or []), "test_runs": ",".join(v.get("test_runs") or [])})
@@ -344,4 +403,4 @@ def validation_rows(validation: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 __all__ = ["FIT_ACTIONS", "ack_lags", "fit_kind", "fit_models", "handover_seconds", "host_left_out", "host_note",
            "model_move", "move_cap", "move_points", "newest_version", "projection_model", "rebalance_checks",
-           "run_version", "validation_rows"]
+           "run_version", "untiered_relations", "untiered_steady", "validation_rows"]

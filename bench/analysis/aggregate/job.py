@@ -15,7 +15,8 @@ from bench.analysis import projection
 from bench.analysis.aggregate import passes, rows
 from bench.analysis.aggregate.configs import config_table
 from bench.analysis.aggregate.discovery import StoredRun, discover_runs
-from bench.analysis.aggregate.fits import fit_models, handover_seconds, rebalance_checks, validation_rows
+from bench.analysis.aggregate.fits import (fit_models, handover_seconds, rebalance_checks, untiered_relations,
+                                           validation_rows)
 from bench.analysis.aggregate.plan import plan_runs
 from bench.analysis.aggregate.spark import APPROX_ACCURACY, cpu_mark, jvm_cpu_s, read_histories, spark_session
 from bench.analysis.aggregate.tables import DEFAULT_OUT, TABLES, write_table
@@ -67,6 +68,8 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     t = time.perf_counter()
     models, model_tables = fit_models(tables["moves"], runs, pool_versions)
     models["validation"].extend(rebalance_checks(runs, tables["moves"], models["models"]))
+    models["models"], checks = untiered_relations(tables["untiered"], models["models"])
+    models["validation"].extend(checks)
     model_tables["model_validation"] = validation_rows(models["validation"])
     tables.update(model_tables)
     timings["models_s"] = time.perf_counter() - t
@@ -80,7 +83,7 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     for row in tables["model_fit"]:
         v = proj.get("validity", {}).get(row["system"]) or {}
         row.update(validated=v.get("validated"), validation_error_pct=v.get("error_pct"),
-                   validation_reason=v.get("reason"))
+                   validation_reason=v.get("reason"), untiered=models["models"][row["system"]].to_row()["untiered"])
     timings["projection_s"] = time.perf_counter() - t
     tables["configs"] = config_table(runs, tables)
     timings["total_s"] = time.perf_counter() - t_all
@@ -149,7 +152,8 @@ def compute(spark, runs: list[StoredRun], qmode: str, accuracy: int, warnings: l
             "outages": rows.outage_rows(plan.faults, per_tp), "latency": latency_rows, "errors": errors,
             "phases": plan.phases, "move_progress": plan.progress, "timeline": timeline_rows,
             "links": rows.link_rows(runs), "move_links": rows.move_link_rows(runs, moves),
-            "consumers": rows.consumer_rows(runs), "consumer_timeline": consumer_timeline}
+            "consumers": rows.consumer_rows(runs), "consumer_timeline": consumer_timeline,
+            "untiered": rows.untiered_rows(runs)}
 
 
 def write_outputs(res: AggregateResult) -> None:

@@ -10,13 +10,14 @@ from collections import defaultdict
 from typing import Any
 
 from bench.analysis.aggregate.discovery import StoredRun, machine_label, provenance_of
+from bench.analysis.aggregate.fits import run_version
 from bench.analysis.aggregate.tables import SAFETY_CHECKS, SAFETY_COUNTS
 from bench.analysis.model import family_of
 from bench.check.metrics import MOVE_METRICS, MoveRef
 from bench.check.moves import LINK_WAYS, move_link_fill, outage_of, split_bytes_moved
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
-from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE
+from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED
 from bench.scenario import RECOVERY_ACTIONS
 from systems.registry import PROFILES
 
@@ -256,6 +257,40 @@ def link_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
                     rows.append({"run_key": r.run_key, "system": r.system, "ts": e.ts, "t_rel_s": e.ts - ls,
                                  "node": node, "tx_bytes_per_s": d.get("tx_bytes_per_s"),
                                  "rx_bytes_per_s": d.get("rx_bytes_per_s"), "rate_bits": d.get("rate_bits")})
+    return rows
+
+
+def untiered_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
+    """Per partition of a tiered run: its untiered tail (what a new replica would copy, sampled:
+    bench/run/observe.py sample_untiered) in steady state, from one upload interval after the
+    load's start (every broker's task has uploaded what was closed before) to its end, against
+    the segment size, the upload interval and the partition's nominal ingest (the scenario's rate,
+    never a measured one), with the backlog r x I / S in segments (the relation's axis)."""
+    rows = []
+    for r in runs:
+        ev = sorted(r.view.events_named(EVENT_UNTIERED), key=lambda e: e.ts) if r.view is not None else []
+        if not ev or r.scenario is None:
+            continue
+        ls, le = float(r.stats["load_start"]), float(r.stats["load_end"])
+        seg, interval = ev[0].detail.get("segment_bytes"), ev[0].detail.get("upload_interval_s")
+        series: dict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+        for e in ev:
+            for key, d in (e.detail.get("partitions") or {}).items():
+                series[key].append((e.ts, d))
+        for key, pts in sorted(series.items()):
+            topic, _, part = key.rpartition("-")
+            ingest = r.scenario.nominal_ingest_of(topic)
+            since = ls + float(interval or 0.0)
+            steady = [d["untiered_bytes"] for ts, d in pts if since <= ts <= le]
+            if not steady or not seg or not interval or not ingest:
+                continue
+            rows.append({"run_key": r.run_key, "system": r.system, "config_key": r.config_key,
+                         "version": run_version(r.summary), "topic": topic, "partition": int(part),
+                         "segment_bytes": float(seg), "upload_interval_s": float(interval),
+                         "ingest_bytes_per_s": float(ingest), "backlog_segments": ingest * interval / seg,
+                         "samples": len(steady), "steady_seconds": le - since,
+                         "mean_bytes": statistics.fmean(steady), "max_bytes": float(max(steady)),
+                         "p95_bytes": float(sorted(steady)[min(len(steady) - 1, int(0.95 * len(steady)))])})
     return rows
 
 

@@ -176,6 +176,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # the code version the fit rests on and its fitted range per axis (the report's headline
         # figure rebuilds each model from this row: without them no check would be its own)
         ("version", STR), ("domain", STR),
+        ("untiered", STR),  # tiered copy: the untiered tail's measured relation (JSON), empty: not measured
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
         # the moves of its kind left out because the host was saturated, and those kept unknown
         # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words
@@ -188,6 +189,15 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("reason", STR), ("error_pct", F64), ("max_abs_error_pct", F64), ("target_pct", F64), ("measured_s", F64),
         ("predicted_s", F64), ("train_values", STR), ("train_runs", STR), ("test_runs", STR), ("n_train", I64),
         ("n_test", I64),
+        ("measured_bytes", F64), ("predicted_bytes", F64),  # axis "untiered": the tail's bytes, not seconds
+    ],
+    # Per partition of a tiered run: its untiered tail in steady state (bench/analysis/aggregate/rows.py
+    # untiered_rows), the data of the untiered relation and its check.
+    "untiered": [
+        ("run_key", STR), ("system", STR), ("config_key", STR), ("version", STR), ("topic", STR),
+        ("partition", I64), ("segment_bytes", F64), ("upload_interval_s", F64), ("ingest_bytes_per_s", F64),
+        ("backlog_segments", F64), ("samples", I64), ("steady_seconds", F64), ("mean_bytes", F64),
+        ("max_bytes", F64), ("p95_bytes", F64),
     ],
     "projection": [
         ("system", STR), ("link_gbit_s", F64), ("link_bytes_per_s", F64), ("size_label", STR),

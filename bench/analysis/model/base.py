@@ -64,8 +64,10 @@ NOT_FAMILY = ("duration_s",)
 #    measured near 1 Gbit/s; the CPU per byte at a higher rate is what it cannot show.
 #  * ingest: as a share of the move's rate (r / cap: what the copy's formula depends on).
 #  * tail, objects: 10x (the per-object open cost stays within 10x of the opens measured).
+#  * untiered: the backlog r x I / S (a tiered partition's ingest per upload interval, in segments)
+#    its measured relation rests on, 10x.
 EXTRAPOLATION_BOUNDS: dict[str, float] = {"bytes": 1e6, "rate": 30.0, "ingest_share": 10.0, "tail": 10.0,
-                                          "objects": 10.0}
+                                          "objects": 10.0, "untiered": 10.0}
 
 
 
@@ -200,6 +202,8 @@ class MoveModel:
     version: str | None = None  # the code version of every run it rests on
     # What it was fitted on, per domain axis (bytes, rate, ingest_share, tail, objects): [min, max]
     domain: dict[str, list[float]] = field(default_factory=dict)
+    # tiered copy: the untiered tail's measured relation (tiered_copy.fit_untiered), None: not measured
+    untiered: dict[str, Any] | None = None
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
@@ -239,13 +243,16 @@ class MoveModel:
         d["runs"] = ",".join(self.runs)
         d["assumptions"] = " ".join(self.assumptions)
         d["domain"] = json.dumps(self.domain, sort_keys=True)
+        d["untiered"] = json.dumps(self.untiered, sort_keys=True) if self.untiered is not None else None
         d["formula"] = self.formula()
         return d
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MoveModel:
-        kw = {k: row.get(k) for k in cls.__dataclass_fields__ if k not in ("runs", "assumptions", "cov", "domain")}
+        kw = {k: row.get(k) for k in cls.__dataclass_fields__
+              if k not in ("runs", "assumptions", "cov", "domain", "untiered")}
         kw["domain"] = json.loads(row["domain"]) if row.get("domain") else {}
+        kw["untiered"] = json.loads(row["untiered"]) if row.get("untiered") else None
         kw["runs"] = [r for r in (row.get("runs") or "").split(",") if r]
         kw["assumptions"] = [row["assumptions"]] if row.get("assumptions") else []
         kw["open_per_object_s"] = float(row.get("open_per_object_s") or 0.0)

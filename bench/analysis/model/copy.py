@@ -131,7 +131,7 @@ class CopyFamily:
         """The projection grid's throttle policies: (share of the link, label, where a new replica starts)."""
         return [(s, lbl, None) for s, lbl in THROTTLE_POLICIES]
 
-    def copy_column(self, F: Any) -> Any:
+    def copy_column(self, F: Any, m: MoveModel) -> Any:
         """The bytes a projected move copies (a Spark column of the grid)."""
         return F.col("partition_bytes")
 
@@ -143,7 +143,7 @@ class CopyFamily:
         df = (base.crossJoin(pol).withColumn("cap_bytes_per_s", F.least(
                   F.col("link_bytes_per_s") * F.col("throttle_share"),
                   F.col("payload_bytes_per_s") - F.col("steady_bytes_per_s")))
-              .withColumn("copy_bytes", self.copy_column(F)))
+              .withColumn("copy_bytes", self.copy_column(F, m)))
         net = F.lit(m.efficiency) * F.col("cap_bytes_per_s") - F.col("ingest_bytes_per_s")
         return (df.withColumn("upload_threshold_bytes", F.lit(None).cast("double"))
                 .withColumn("move_seconds", F.when(net > 0, F.lit(m.fixed_s) + F.col("copy_bytes") / net))
