@@ -19,7 +19,7 @@ MiB = 1 << 20
 S = 10 * MiB
 
 
-def _row(rho, mean_segments, *, key="r1", version="abc", seg=S, interval=30.0, steady=60.0, part=0):
+def _row(rho, mean_segments, *, key="r1", version="abc", seg=S, interval=30.0, steady=120.0, part=0):
     ingest = rho * seg / interval
     return {"run_key": key, "system": "tiered", "config_key": "cfg", "version": version, "topic": f"t{rho}",
             "partition": part, "segment_bytes": float(seg), "upload_interval_s": interval,
@@ -71,9 +71,9 @@ def test_rows_of_another_commit_or_too_short_a_window_do_not_count():
     m = _tiered_model("abc")
     models, (c,) = untiered_relations(_levels(version="def"), {"tiered": m})
     assert c["status"] == "insufficient" and "another" in c["reason"] and models["tiered"].untiered is None
-    # 30 s of a 250 kB/s partition holds neither two upload intervals nor a segment roll
-    assert not untiered_steady(_row(0.7, 0.85, steady=30.0))
-    assert untiered_steady(_row(0.7, 0.85, steady=60.0))
+    # 60 s of a 250 kB/s partition holds two upload intervals but not two segment rolls (84 s)
+    assert not untiered_steady(_row(0.7, 0.85, steady=60.0))
+    assert untiered_steady(_row(0.7, 0.85, steady=90.0)) and untiered_steady(_row(1.4, 1.2, steady=60.0))
 
 
 def test_the_headline_rests_on_the_measured_relation_not_the_assumption():
@@ -106,19 +106,24 @@ def _run(events, *, load=(100.0, 200.0), interval=30.0, ingest=250_000.0):
                            summary={"provenance": {"git": {"commit": "abc", "dirty": False}}})
 
 
-def _sample(ts, untiered, last=5):
+def _sample(ts, untiered, last=5, local=4 * S):
     return Event(EVENT_UNTIERED, ts, None, None, {
         "segment_bytes": S, "upload_interval_s": 30.0,
         "partitions": {"a1-0": {"leader": 1, "end": 100, "local_start": 0, "last_tiered": last,
-                                "local_bytes": 4 * S, "untiered_bytes": untiered}}})
+                                "local_bytes": local, "untiered_bytes": untiered}}})
 
 
-def test_rows_take_the_steady_window_from_one_interval_after_the_load_start():
-    ev = [_sample(110.0, 999 * S), _sample(131.0, 2 * MiB), _sample(160.0, 4 * MiB), _sample(199.0, 6 * MiB),
-          _sample(230.0, 999 * S)]
+def test_rows_take_the_steady_window_from_the_first_upload_after_the_load_start():
+    # three segments untiered at the load's start: steady from the first task's upload (at 131 s)
+    ev = [_sample(101.0, 3 * S, last=-1), _sample(110.0, 3 * S + MiB, last=-1), _sample(131.0, 2 * MiB),
+          _sample(160.0, 4 * MiB), _sample(199.0, 6 * MiB), _sample(230.0, 999 * S)]
     (row,) = untiered_rows([_run(ev)])
     assert row["topic"] == "a1" and row["partition"] == 0 and row["version"] == "abc"
     assert row["samples"] == 3 and row["mean_bytes"] == pytest.approx(4 * MiB) and row["max_bytes"] == 6 * MiB
-    assert row["steady_seconds"] == pytest.approx(70.0)
+    assert row["steady_seconds"] == pytest.approx(69.0)
     assert row["backlog_segments"] == pytest.approx(250_000 * 30 / S)
     assert untiered_rows([_run([])]) == []
+    # at most a segment untiered at the load's start (the active one): steady at once
+    one = [_sample(101.0, S // 2, local=S // 2), _sample(150.0, S, local=S)]
+    (row,) = untiered_rows([_run(one)])
+    assert row["samples"] == 2 and row["steady_seconds"] == pytest.approx(100.0)

@@ -307,7 +307,7 @@ def rebalance_checks(runs: Sequence[StoredRun], moves: list[dict[str, Any]], mod
 
 UNTIERED_TARGET_PCT = 30.0  # the tiered copy's own target (bench/analysis/model/tiered_copy.py)
 UNTIERED_MIN_INTERVALS = 2.0  # a partition's steady window must hold this many upload intervals
-UNTIERED_MIN_ROLLS = 1.0  # ... and this many segment rolls: a mean over time needs whole cycles
+UNTIERED_MIN_ROLLS = 2.0  # ... and this many segment rolls: a mean over time needs whole cycles
 
 
 def untiered_steady(row: dict[str, Any]) -> bool:

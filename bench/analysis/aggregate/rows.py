@@ -262,8 +262,8 @@ def link_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
 
 def untiered_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
     """Per partition of a tiered run: its untiered tail (what a new replica would copy, sampled:
-    bench/run/observe.py sample_untiered) in steady state, from one upload interval after the
-    load's start (every broker's task has uploaded what was closed before) to its end, against
+    bench/run/observe.py sample_untiered) in steady state, from the load's start (or, where more
+    than a segment was untiered then, from the first upload after it) to its end, against
     the segment size, the upload interval and the partition's nominal ingest (the scenario's rate,
     never a measured one), with the backlog r x I / S in segments (the relation's axis)."""
     rows = []
@@ -280,8 +280,13 @@ def untiered_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:
         for key, pts in sorted(series.items()):
             topic, _, part = key.rpartition("-")
             ingest = r.scenario.nominal_ingest_of(topic)
-            since = ls + float(interval or 0.0)
-            steady = [d["untiered_bytes"] for ts, d in pts if since <= ts <= le]
+            # More than a segment untiered at the load's start: closed segments (the prefill's) wait
+            # for the first task after it; the tail is steady from that upload on, else at once.
+            first = next((d for ts, d in pts if ts >= ls), None)
+            since: float | None = ls
+            if first is not None and first["untiered_bytes"] > (seg or 0):
+                since = next((ts for ts, d in pts if ts >= ls and d["last_tiered"] > first["last_tiered"]), None)
+            steady = [d["untiered_bytes"] for ts, d in pts if since is not None and since <= ts <= le]
             if not steady or not seg or not interval or not ingest:
                 continue
             rows.append({"run_key": r.run_key, "system": r.system, "config_key": r.config_key,

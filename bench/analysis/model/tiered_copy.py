@@ -143,7 +143,12 @@ class TieredCopyFamily(CopyFamily):
                    f"{seg} segments and I = {iv} upload interval (KIP-1023's mean untiered tail, the relation measured "
                    f"at backlogs {rel['backlog'][0]:.3g}-{rel['backlog'][1]:.3g} segments; at the worst moment up to "
                    f"{rel['max_over_mean']:.2g}x the mean; the uploads' own duration, r x S / the store's "
-                   "throughput, is inside the relation only at the measured scale)")
+                   "throughput, is inside the relation only at the measured scale")
+            rho = ingest * TIERED_UPLOAD_INTERVAL_S / TIERED_SEGMENT_BYTES
+            if rho < rel["backlog"][0]:
+                how += (f"; backlog {rho:.2g} lies below the measured ones: its fitted intercept, the active "
+                        "segment's mean fill, carries it")
+            how += ")"
         else:
             how = (f"L = min({label}, {seg} segment + r x {iv} upload interval) = {format_bytes(copied)} (KIP-1023: the "
                    "new replica starts after the last tiered offset; assumed, not measured at this size)")
