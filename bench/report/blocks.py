@@ -417,8 +417,11 @@ def _render_moves(configs: list[dict[str, Any]]) -> list[str]:
             heads.append(head)
             by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
             for r in c["runs"]:
-                for m in r.get("moves") or []:
-                    by.setdefault((m["partition"], m.get("link")), []).append(m)
+                seen: dict[Any, int] = {}
+                for m in r.get("moves") or []:  # a partition moved again is a row of its own: "i2-0 #2"
+                    seen[m["partition"]] = n = seen.get(m["partition"], 0) + 1
+                    label = m["partition"] if n == 1 else f"{m['partition']} #{n}"
+                    by.setdefault((label, m.get("link")), []).append(m)
             for k, ms in by.items():
                 if k not in order:
                     order.append(k)

@@ -296,12 +296,32 @@ def sample_untiered(run: Any, admin, tiers: dict[str, float], sizes: dict) -> No
             continue
         end, start = offs[OffsetSpec.LATEST][tp].offset, offs[OffsetSpec.EARLIEST_LOCAL][tp].offset
         last = offs[OffsetSpec.LATEST_TIERED][tp].offset  # -1: nothing tiered yet
-        per_offset = local / (end - start) if end > start else 0.0
-        untiered = local if last < start else round((end - (last + 1)) * per_offset)
         out[key] = {"leader": leader, "end": end, "local_start": start, "last_tiered": last, "local_bytes": local,
-                    "untiered_bytes": max(0, min(local, untiered))}
+                    "untiered_bytes": untiered_bytes(local, start, end, last,
+                                                     run.prefilled.get((tp.topic, tp.partition)))}
     if out:
         run.event(EVENT_UNTIERED, {**tiers, "partitions": out})
+
+
+def untiered_bytes(local: int, start: int, end: int, last_tiered: int, prefill: dict | None) -> int:
+    """The bytes of offsets ``last_tiered + 1 .. end`` of a local log of ``local`` bytes holding
+    ``start .. end``: the prefill's records (``{bytes, messages, first_offset, last_offset}``:
+    large) at their own size, the rest at theirs (the local bytes left per offset), so that a
+    prefill's few large records do not inflate the load's many small ones."""
+    if last_tiered < start or end <= start:
+        return local
+    lo, n = last_tiered + 1, end - start
+    pre_n = pre_bytes = in_tail = 0
+    if prefill and prefill.get("messages") and prefill.get("first_offset") is not None:
+        p0, p1 = int(prefill["first_offset"]), int(prefill["last_offset"])
+        per = prefill["bytes"] / prefill["messages"]
+        pre_n = max(0, min(p1, end - 1) - max(p0, start) + 1)  # prefill records still local
+        in_tail = max(0, min(p1, end - 1) - max(p0, lo) + 1)  # ... and untiered
+        pre_bytes = pre_n * per
+    rest_n = n - pre_n
+    per_rest = (local - pre_bytes) / rest_n if rest_n > 0 else 0.0
+    tail = in_tail * (pre_bytes / pre_n if pre_n else 0.0) + (end - lo - in_tail) * max(per_rest, 0.0)
+    return int(max(0, min(local, round(tail))))
 
 
 def record_move_progress(run: Any, admin, tracker: Tracker, ts: float, ongoing: dict, sizes: dict, lags: dict) -> None:

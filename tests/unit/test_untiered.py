@@ -127,3 +127,16 @@ def test_rows_take_the_steady_window_from_the_first_upload_after_the_load_start(
     one = [_sample(101.0, S // 2, local=S // 2), _sample(150.0, S, local=S)]
     (row,) = untiered_rows([_run(one)])
     assert row["samples"] == 2 and row["steady_seconds"] == pytest.approx(100.0)
+
+
+def test_untiered_bytes_count_a_prefill_s_large_records_at_their_size():
+    from bench.run.observe import untiered_bytes
+
+    pre = {"bytes": 64 * 64 * 1024, "messages": 64, "first_offset": 0, "last_offset": 63}  # 4 MiB, 64 KiB each
+    local = pre["bytes"] + 1000 * 4200  # then 1000 load records of 4.2 kB
+    # the last 100 load records untiered: 420 kB, not 100 x the log's mean (8.3 kB)
+    assert untiered_bytes(local, 0, 1064, 963, pre) == 420_000
+    # the prefill's last 4 records and every load record untiered
+    assert untiered_bytes(local, 0, 1064, 59, pre) == 4 * 65536 + 4_200_000
+    assert untiered_bytes(local, 0, 1064, -1, pre) == local  # nothing tiered: the whole local log
+    assert untiered_bytes(10_000, 0, 100, 49, None) == 5_000  # no prefill: the log's mean

@@ -78,7 +78,7 @@ class Reassign(MoveSpec):
             current = st.placement[a.topic].get(a.partition, [])
             if a.replace not in current:
                 raise field_error(f"{at}.replace", f"broker {a.replace} holds no replica of {a.topic}-{a.partition} "
-                                                   f"(its replicas at the start: {current})")
+                                                   f"(its replicas then: {current})")
             if a.by in current:
                 raise field_error(f"{at}.by", f"broker {a.by} already holds a replica of {a.topic}-{a.partition}")
         st.check_move(at, a.topic, a.partition, self.moves(a, st.placement)[0].to)

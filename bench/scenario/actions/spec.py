@@ -57,8 +57,9 @@ FAULT_SHADE = Shade("line", "#c0392b")
 
 class TimelineState:
     """The cluster as the scenario's actions leave it, action after action (what the validator
-    checks each action against). ``placement``: topic -> partition -> replicas at the start (empty
-    while the replication factor is the cluster's, unknown until it is asked)."""
+    checks each action against). ``placement``: topic -> partition -> replicas, at the start and then
+    as each move leaves them (empty while the replication factor is the cluster's, unknown until it
+    is asked)."""
 
     def __init__(self, *, brokers: int, topics: dict[str, int], placement: dict[str, dict[int, list[int]]],
                  known_rf: bool, max_rf: int, added: dict[int, int], system_kind: str, single_owner: bool,
@@ -99,6 +100,8 @@ class TimelineState:
         if self.single_owner and len(to) != 1:
             raise field_error(f"{at}.to", f"{self.system_kind} system: a partition is owned by exactly one broker; "
                                           f"give one target broker, not {len(to)}")
+        if self.known_rf:  # later actions see the partition where this one left it
+            self.placement.setdefault(topic, {})[partition] = list(to)
 
 
 def event_base(i: int, a: Action) -> dict[str, Any]:
