@@ -62,7 +62,7 @@ from systems.core.profile import JournalMeaning
 class MoveWindows:
     """Which move action moved which partition when: ``add(action_id, tps, start)``,
     ``end(action_id, ts)``; ``action_for(tp, ts)`` -> the latest-started action whose window
-    [start, end + grace] covers ts (end open while running)."""
+    [start, end + grace] covers ts (end open while running), else one starting up to 1 s after ts."""
 
     GRACE_S = 5.0
 
@@ -83,8 +83,11 @@ class MoveWindows:
         best = None
         for aid, tps, start, end in self._w:
             if tp in tps and start - 1.0 <= ts and (end is None or ts <= end + self.GRACE_S):
-                if best is None or start >= best[1]:
-                    best = (aid, start)
+                # a window that has begun by ts beats one whose start is up to 1 s later (clock
+                # skew): a partition moved again right after a move keeps the earlier one's events
+                key = (start <= ts, start)
+                if best is None or key >= best[1]:
+                    best = (aid, key)
         return best[0] if best else None
 
     def to_list(self) -> list[dict]:

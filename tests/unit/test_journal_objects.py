@@ -80,3 +80,16 @@ def test_a_leaders_tiered_start_becomes_the_moves_copy_start():
     counters = [r["detail"] for r in rows if r["event"] == "counter"]
     assert [(p["phase"], p["bytes"]) for p in phases] == [("tier.aux_state", 5000)]
     assert [(c["name"], c["value"]) for c in counters] == [("bytes_moved_objstore", 5000)]
+
+
+def test_a_partition_moved_again_at_once_keeps_each_move_s_events():
+    """Moves of one partition back to back (calibrate moves i2 there, back and again): the earlier
+    move's completion, logged a fraction of a second before the next move's request, is its own."""
+    w = MoveWindows()
+    w.add(6, [("i2", 0)], 100.0)
+    w.end(6, 103.6)
+    w.add(7, [("i2", 0)], 103.7)  # requested 0.2 s after move 6's completion was logged
+    assert w.action_for(("i2", 0), 103.5) == 6
+    assert w.action_for(("i2", 0), 105.0) == 7  # inside both windows (6's grace): the later one
+    assert w.action_for(("i2", 0), 99.5) == 6  # up to 1 s before a request (clock skew)
+    assert w.action_for(("i2", 0), 98.0) is None
