@@ -5,7 +5,7 @@ docs/scale-model.md), under the same move budget (half a broker's link per move)
 client settings (linger.ms 5, the client's own default), every broker on its own 100mbit link and
 the object store 30 ms away (p99 80 ms).
 
-* ``default`` (about 11 minutes on 2 cores): ``calibrate`` under the move budget and without it
+* ``default`` (about 14 minutes on 2 cores): ``calibrate`` under the move budget and without it
   (one cluster per system and setting, twelve partitions of several sizes and ingest rates moved
   one after another, the links stepped to 1gbit: every held-out axis of the move models, size,
   ingest, link and the link budget, from one run each), ``tiered-tail`` (tiered storage only: the
