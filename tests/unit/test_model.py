@@ -323,6 +323,9 @@ def test_per_move_settings_give_one_run_several_sizes_and_ingest_rates():
     q = replace(p, params=tuple(sorted({**dict(p.params), "ingest_bytes_per_s": 819200.0}.items())))
     assert mdl.family_key(p, "ingest") == mdl.family_key(q, "ingest")
     assert mdl.family_key(p, "size") != mdl.family_key(q, "size")
+    # nor does the size (an input of the prediction): moves of every size at the lower rates fit it
+    r = replace(p, params=tuple(sorted({**dict(p.params), "prefill_bytes_per_partition": MiB}.items())))
+    assert mdl.family_key(p, "ingest") == mdl.family_key(r, "ingest")
     # a run without emulated links keeps none
     assert "link_rate" not in per_move_settings(m, {"link_rate": None})
 

@@ -32,7 +32,10 @@ AXES: dict[str, tuple[str, ...]] = {
     # the size is an input of the prediction (moves of every size at the slower links fit it)
     "link": ("link_rate", "replication_throttle_bytes_per_s", "prefill_bytes_per_partition",
              *sorted({p.move_budget for p in PROFILES.values() if p.move_budget} - {"replication_throttle_bytes_per_s"})),
-    "ingest": ("produce_rate_msgs_per_s", "ingest_bytes_per_s"),
+    # the size is an input of the prediction here too: moves of every size at the lower rates fit it
+    # (a tiered copy's bytes follow its tail, not its partition: a family of one size would confound
+    # the fixed cost with the rate on moves of one copy size)
+    "ingest": ("produce_rate_msgs_per_s", "ingest_bytes_per_s", "prefill_bytes_per_partition"),
     # the link budget: moves the link's rest caps (after the steady traffic) predicted from moves
     # their throttle caps, of every size (the size is an input of the prediction)
     "budget": ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "replication_throttle_of_link",
@@ -48,7 +51,7 @@ AXES_DOTTED: dict[str, tuple[str, ...]] = {
     "link": ("network.link_rate", "system.replication_throttle_bytes_per_s", "system.move_budget_of_link",
              "prefill.bytes_per_partition",
              *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
-    "ingest": ("workload.produce_rate_msgs_per_s",),
+    "ingest": ("workload.produce_rate_msgs_per_s", "prefill.bytes_per_partition"),
     "budget": ("prefill.bytes_per_partition", "system.replication_throttle_bytes_per_s",
                "system.replication_throttle_of_link", "system.objstore_bandwidth_bytes_per_s",
                "system.move_budget_of_link", *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
