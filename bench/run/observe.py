@@ -273,7 +273,7 @@ def sample_untiered(run: Any, admin, tiers: dict[str, float], sizes: dict) -> No
     """An ``untiered_sample`` event: per partition, the bytes its leader holds after the last tiered
     offset, what a new replica starting there (KIP-1023) would copy if moved now: the offsets from
     ListOffsets (LATEST_TIERED, EARLIEST_LOCAL, LATEST: the same question the new replica asks),
-    turned into bytes with the leader's local bytes per offset (its DescribeLogDirs size)."""
+    turned into bytes with the leader's DescribeLogDirs size (:func:`untiered_bytes`)."""
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
