@@ -5,6 +5,7 @@ from __future__ import annotations
 ID_HEADER = "id"  # decimal message id, unique per run, increasing in send order per producer
 PRODUCER_HEADER = "p"  # the producer's name (history column `producer`)
 PREFILL_HEADER = "prefill"  # present on prefill records (they have no id: msg_id -1 when read)
+PREFILL_RECORD_BYTES = 64 * 1024  # a prefill record's value unless a scenario sets prefill.record_bytes
 
 # The load's producer settings, the same against every system (the report states them).
 PRODUCER_ACKS = "all"  # with enable.idempotence

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.check.view import (
-    FAIL, INFO, OK, EXAMPLES, HistoryView, isin_sorted, sorted_runs, tp_key, tp_name, tp_of, uniq, as_view,
+    FAIL, INFO, OK, EXAMPLES, HistoryView, isin_sorted, sorted_runs, tp_name, tp_of, uniq, as_view,
 )
 from bench.history.names import EVENT_PREFILL, EVENT_VERIFY
 
@@ -29,8 +29,12 @@ def verdict_counts(verdicts: Any) -> str:
 def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """Lost writes: sends acknowledged as ok whose ``msg_id`` is never read.
 
-    valid False if any; "unknown" if the history has no reads at all (nothing to compare with; then
-    no count either: an unknown check's counts are null, never 0). Reports counts, up to 20 example ids (lowest first) and lost counts per partition.
+    valid False if any in a partition the verifying consumer read to its end (``verify`` events;
+    every partition when the history has none); "unknown" if the only unread ones lie in partitions
+    it did not read to the end (``unread_count``, ``unread_by_partition``: not a loss, a read-back
+    cut short), or if the history has no reads at all (nothing to compare with; then no count
+    either: an unknown check's counts are null, never 0). Reports counts, up to 20 example ids
+    (lowest first) and lost counts per partition.
     """
     v = as_view(history, scenario)
     acked = uniq(v.s_id[v.s_out == OK])
@@ -38,23 +42,29 @@ def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> 
     out: dict[str, Any] = {"acked_count": int(acked.size), "read_count": int(read_ids.size)}
     if read_ids.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", **out}
-    lost = acked[~isin_sorted(acked, read_ids)]
-    by_partition: dict[str, int] = {}
-    if lost.size:
-        rows = np.flatnonzero((v.s_out == OK) & isin_sorted(v.s_id, lost))
+    missing = acked[~isin_sorted(acked, read_ids)]
+    cut_short = {tp_name(*tp) for e in v.events_named(EVENT_VERIFY)
+                 if (tp := tp_of(e)) is not None and not e.detail.get("complete")}
+    lost, by_partition, unread = missing, {}, {}
+    if missing.size:
+        rows = np.flatnonzero((v.s_out == OK) & isin_sorted(v.s_id, missing))
         rows = rows[np.argsort(v.s_id[rows], kind="stable")]
-        rows = rows[sorted_runs(v.s_id[rows])[1]]  # one row per lost id
-        keys, _, counts = sorted_runs(np.sort(tp_key(v.s_topic[rows], v.s_part[rows])))
-        for k, c in sorted(zip(keys.tolist(), counts.tolist()), key=lambda kc: -kc[1])[:50]:
-            name = "unknown" if k < 0 else tp_name(v.topics[k >> 32], k & 0xFFFFFFFF)
-            by_partition[name] = c
-    return {
-        "valid": lost.size == 0,
-        **out,
-        "lost_count": int(lost.size),
-        "lost_examples": lost[:EXAMPLES].tolist(),
-        "lost_by_partition": by_partition,
-    }
+        rows = rows[sorted_runs(v.s_id[rows])[1]]  # one row per missing id, ascending
+        names = np.array(["unknown" if t < 0 else tp_name(v.topics[t], int(p))
+                          for t, p in zip(v.s_topic[rows].tolist(), v.s_part[rows].tolist())], dtype=object)
+        in_cut = np.isin(names, sorted(cut_short)) if cut_short else np.zeros(names.size, dtype=bool)
+        lost = v.s_id[rows][~in_cut]
+        for which, into in ((~in_cut, by_partition), (in_cut, unread)):
+            ks, cs = np.unique(names[which].astype(str), return_counts=True) if which.any() else ([], [])
+            for k, c in sorted(zip(ks, cs), key=lambda kc: -kc[1])[:50]:
+                into[str(k)] = int(c)
+    out.update(lost_count=int(lost.size), lost_examples=lost[:EXAMPLES].tolist(), lost_by_partition=by_partition)
+    if unread:
+        out.update(unread_count=sum(unread.values()), unread_by_partition=unread)
+    if lost.size == 0 and unread:
+        return {"valid": "unknown", "reason": "acked writes not read back in partitions the verifying consumer "
+                f"did not read to the end: {', '.join(sorted(unread)[:EXAMPLES])}", **out}
+    return {"valid": lost.size == 0, **out}
 
 
 def check_duplicates(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:

@@ -149,6 +149,8 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
     out = {
         "prefill_bytes_per_partition": sc.prefill.bytes_per_partition,
         "prefill_batch_bytes": sc.prefill.batch_bytes,
+        "prefill_record_bytes": sc.prefill.record_bytes,
+        "move_models": sc.checks.move_models,
         # raw broker configs (system.extra): part of what a move model's family is keyed by
         "system_extra": dict(sorted(sc.system.extra.items())) or None,
         # in bytes/s even when the scenario gave it as a share of the link (the move budget too)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from bench.cli import cluster as cluster_cli
@@ -96,5 +97,6 @@ def main(argv=None) -> None:
         if code is None:
             raise
         sys.exit(code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as e:  # 128 + the signal's number, as a shell reports it (Ctrl-C: 130)
+        name = e.args[0] if e.args and isinstance(e.args[0], str) else "SIGINT"
+        sys.exit(128 + int(getattr(signal, name, signal.SIGINT)))

@@ -122,8 +122,8 @@ def check_values(v: dict[str, Any]) -> tuple[str, str]:
 
 
 def check_unit(v: dict[str, Any]) -> str:
-    """What a check was fitted on: moves, or sampled partitions (the untiered tail)."""
-    return "partitions" if v.get("axis") == "untiered" else "moves"
+    """What a check was fitted on: moves, sampled partitions (the untiered tail) or opens."""
+    return {"untiered": "partitions", "objects": "opens"}.get(v.get("axis"), "moves")
 
 
 def headline_cell(e: dict[str, Any]) -> str:

@@ -36,9 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from bench.run import clients
-from workloads.messages import PREFILL_HEADER, parse_headers
+from workloads.messages import PREFILL_HEADER, PREFILL_RECORD_BYTES, parse_headers
 
-PREFILL_RECORD_BYTES = 64 * 1024
 PREFILL_BATCH_BYTES = 1_000_000  # the producer's batch.size: big batches, a fast prefill
 PREFILL_MIN_BYTES_PER_S = 4e6  # bound of a prefill: 300 s + its bytes at this rate
 
@@ -53,11 +52,12 @@ class LoadError(RuntimeError):
 
 def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition: int | Mapping[tuple[str, int], int],
             *, record_bytes: int = PREFILL_RECORD_BYTES, batch_bytes: int = PREFILL_BATCH_BYTES,
-            timeout_s: float | None = None, client: Mapping[str, Any] | None = None,
+            timeout_s: float | None = None, client: Mapping[str, Any] | None = None, connections: int = 1,
             ) -> dict[tuple[str, int], dict]:
     """Write ``bytes_per_partition`` value bytes (one number, or one per (topic, partition)) into
-    each (topic, partition). Returns per partition ``{bytes, messages, first_offset,
-    last_offset}``. Raises LoadError on any failed record or if it does not finish within
+    each (topic, partition), through ``connections`` producers (records dealt round-robin: a
+    broker handles one request per connection at a time, so many small batches need several).
+    Returns per partition ``{bytes, messages, first_offset, last_offset}``. Raises LoadError on any failed record or if it does not finish within
     ``timeout_s`` (default: 300 s plus the bytes at ``PREFILL_MIN_BYTES_PER_S``, so GiB prefills
     stay bounded without failing)."""
     from confluent_kafka import Producer
@@ -72,10 +72,13 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
     if not sizes:
         return out
     errors: list[str] = []
-    p = Producer(clients.librdkafka(bootstrap, {
+    producers = [Producer(clients.librdkafka(bootstrap, {
         "acks": "all", "enable.idempotence": False, "linger.ms": 20, "batch.size": batch_bytes,
-        "batch.num.messages": 100_000, "queue.buffering.max.kbytes": 512 * 1024, "message.max.bytes": 1_000_000,
-        "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000), "client.id": "prefill"}, client))
+        "batch.num.messages": 100_000, "queue.buffering.max.kbytes": 512 * 1024 // connections,
+        "message.max.bytes": 1_000_000, "compression.type": "none", "message.timeout.ms": int(timeout_s * 1000),
+        # librdkafka's default (1,000,000) lets thousands of small batches wait in a broker's queue
+        # until request.timeout.ms fails them (and a non-idempotent retry may duplicate them)
+        "max.in.flight.requests.per.connection": 100, "client.id": "prefill"}, client)) for _ in range(connections)]
     filler = bytes(range(256)) * (record_bytes // 256 + 1)
 
     def cb(err, msg):
@@ -93,24 +96,33 @@ def prefill(bootstrap: str, tps: Iterable[tuple[str, int]], bytes_per_partition:
     # Interleave partitions so all of them fill in parallel.
     remaining = dict(sizes)
     headers = [(PREFILL_HEADER, b"1")]
+    sent = 0
     while remaining:
         for tp in list(remaining):
             n = min(record_bytes, remaining[tp])
+            p = producers[sent % connections]
             while True:
                 try:
                     p.produce(tp[0], value=filler[:n], partition=tp[1], headers=headers, on_delivery=cb)
                     break
                 except BufferError:
-                    p.poll(0.05)
+                    for q in producers:
+                        q.poll(0.05 / connections)
                     if time.monotonic() > deadline:
                         raise LoadError(f"prefill did not finish within {timeout_s:.0f}s")
+            sent += 1
             remaining[tp] -= n
             if remaining[tp] <= 0:
                 del remaining[tp]
-        p.poll(0)
+        for q in producers:
+            q.poll(0)
         if errors:
             break
-    left = p.flush(max(0.0, deadline - time.monotonic()))
+    # Short flushes: a signal's handler (bench/run/ending.py) runs only between them, so SIGTERM
+    # stops a long prefill at once instead of when librdkafka's flush returns.
+    left = sum(len(q) for q in producers)
+    while left and not errors and time.monotonic() < deadline:
+        left = sum(q.flush(min(0.5 / connections, max(0.0, deadline - time.monotonic()))) for q in producers)
     if errors:
         raise LoadError(f"prefill failed: {errors[0]} ({len(errors)} failed record(s))")
     if left:

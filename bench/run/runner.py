@@ -87,6 +87,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = ROOT / "results"
 
 VERIFY_MIN_BYTES_PER_S = 4e6  # the verifying consumer's bound: 120 s + the partitions' bytes at this rate
+# ... + their prefill records at this rate: a shared partition of 100,000 one-record objects is read
+# back one object (two ranged GETs) at a time per fetch, ~400 records/s on 2 cores (shared-open.yaml)
+VERIFY_MIN_RECORDS_PER_S = 250.0
 DRAIN_S = 20.0  # load process: wait this long for outstanding acks after the load
 # The partial histories merged into history.parquet: the runner's, the producers', the consumers'.
 HISTORY_PARTS = (".history-runner.parquet", ".history-load.parquet", ".history-consume.parquet")
@@ -300,7 +303,8 @@ class Run:
             t0 = time.time()
             with self._fast_links(when=sc.prefill.fast_links):
                 res = prefill(self.cluster.bootstrap, tps, sizes,
-                              batch_bytes=sc.prefill.batch_bytes, client=sc.system.client)
+                              batch_bytes=sc.prefill.batch_bytes, record_bytes=sc.prefill.record_bytes,
+                              connections=sc.prefill.connections, client=sc.system.client)
                 self.prefilled = res
                 for (t, p), r in res.items():
                     self.event(EVENT_PREFILL, {**r, "topic": t, "partition": p, "seconds": time.time() - t0},
@@ -361,7 +365,8 @@ class Run:
         self._notify()
         tps = sc.partitions()
         # Bounded; the whole partition is read back, so the bound grows with the prefill.
-        timeout = 120.0 + sum(sc.prefill_bytes_of(t) for t, _ in tps) / VERIFY_MIN_BYTES_PER_S
+        timeout = (120.0 + sum(sc.prefill_bytes_of(t) for t, _ in tps) / VERIFY_MIN_BYTES_PER_S
+                   + sum(int(r.get("messages") or 0) for r in self.prefilled.values()) / VERIFY_MIN_RECORDS_PER_S)
         with self._fast_links(settle=False):  # the cluster stops after it
             res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
                          group=f"verify-{self.run_id}"[:200], client=sc.system.client)

@@ -18,6 +18,11 @@ the object store 30 ms away (p99 80 ms).
   ``consume-move``; the client setting's sensitivity (``reassign-one`` at 64 MiB and
   ``broker-loss`` at linger.ms 250 too: the report's "what batching does to each system" table);
   ``reassign-one`` at 64 MiB without the move budget.
+* ``open`` (about 5 minutes; shared storage only): ``shared-open``, four partitions of about 1,000,
+  3,000, 10,000 and 100,000 stream objects moved one after another: the held-out check of the
+  per-object open cost (writing 100,000 objects takes ~3 minutes on 2 cores, so ``make bench``
+  does not run it; aggregate its results with ``make bench``'s to check the TB projection's
+  object count).
 
 Runs land in the usual places (``results/<scenario>/<timestamp>/<run_id>/``); the suite also
 writes ``results/suite-<name>/<timestamp>/suite.json`` listing them with the comparison table's rows.
@@ -71,6 +76,9 @@ SUITES: dict[str, list[Entry]] = {
         # every system without a move limit
         Entry("reassign-one", [f"matrix.prefill.bytes_per_partition=[{SENSITIVITY_SIZE}]",
                                "matrix.system.move_budget_of_link=[null]"], REPETITIONS),
+    ],
+    "open": [
+        Entry("shared-open", [], 1, own_system=True),  # the open cost to 100,000 objects: its held-out check
     ],
 }
 

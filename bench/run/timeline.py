@@ -225,9 +225,25 @@ def _submit(run: RunHandle, i: int, a: Action, sched: MoveScheduler, start: floa
 _ADMIN_LOCK = threading.Lock()
 
 
+def _serving(run: RunHandle, tp: tuple[str, int]) -> bool:
+    """The partition's leader answers ListOffsets: a shared-storage owner is elected before it has
+    opened the partition (seconds at 100,000 objects), and a move that follows must not start
+    while the one before it has not finished."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    try:
+        with _ADMIN_LOCK:
+            run.admin().list_partition_offsets({TopicPartition(*tp): OffsetSpec.LATEST}, timeout_ms=1000)
+        return True
+    except Exception:  # noqa: BLE001 - not serving yet (NOT_LEADER_OR_FOLLOWER, stale metadata): next tick
+        return False
+
+
 def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors: dict, t_zero: float) -> None:
-    """A move is done when the client sees the target replica set with a leader in it; with a
-    concurrency limit its slots then go to the next waiting moves."""
+    """A move is done when the client sees the target replica set with a leader in it and that
+    leader serves the partition; with a concurrency limit its slots then go to the next waiting
+    moves."""
     st = run.state.actions[i]
     deadline = t_zero + run.sc.workload.duration_s + MOVE_GRACE_S
     start = st.started or time.time()
@@ -236,7 +252,7 @@ def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors:
         md = run.state.metadata_snapshot()
         for tp, (to, _) in list(sched.inflight.items()):
             m = md.get(tp)
-            if m and set(m["replicas"]) == set(to) and m["leader"] in to:
+            if m and set(m["replicas"]) == set(to) and m["leader"] in to and _serving(run, tp):
                 sched.finish(tp)
                 run.event(EVENT_MOVE_OBSERVED, {"action_id": i, "topic": tp[0], "partition": tp[1],
                                                 "leader": m["leader"], "replicas": m["replicas"]},

@@ -26,7 +26,7 @@ from bench.scenario.paths import missing_segment, split_path
 from bench.scenario.system import LINK_SHARES, System, share_target
 from bench.units import rate_bits
 from systems.core.profile import SystemProfile
-from workloads.messages import PRODUCER_LINGER_MS
+from workloads.messages import PREFILL_RECORD_BYTES, PRODUCER_LINGER_MS
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -136,6 +136,13 @@ class Prefill(Model):
     # The prefill producer's batch.size. A copy later sends whole batches at line rate, so big
     # ones are bursts on a slow link; small ones make a slower prefill.
     batch_bytes: Annotated[Bytes, Field(ge=1024, le=16 * 1024 * 1024)] = 1_000_000
+    # Each prefill record's value. A batch holds at least one record, so small records with a small
+    # batch_bytes give many small batches (the shared system's objects: their count, not their
+    # bytes, is what opening a partition walks).
+    record_bytes: Annotated[Bytes, Field(ge=16, le=1_000_000)] = PREFILL_RECORD_BYTES
+    # Producers (one connection each) the prefill writes through: a broker handles one request per
+    # connection at a time, so 100,000 small batches into one partition need several.
+    connections: Annotated[int, Field(strict=True, ge=1, le=32)] = 1
     # With emulated links: write the prefill with every link at the client link's rate (it lies
     # outside the measurement), then wait until the links are quiet before the load. False: at
     # the links' own rates, the load right after, as on a cluster whose links the harness does
@@ -186,6 +193,10 @@ class Checks(Model):
     safety: bool = True  # lost writes, duplicates, reordering: always checked
     max_move_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
     max_unavailable_seconds: Optional[Annotated[Float, Field(gt=0)]] = None
+    # Whether the run's moves are points of the move models (their fits and held-out checks). False:
+    # a configuration chosen to measure one term only (shared-open.yaml's 1 KiB objects, whose
+    # uploads are bound by their PUT count, not the link), whose moves serve only the open-cost check.
+    move_models: bool = True
 
     @field_validator("safety")
     @classmethod

@@ -19,6 +19,10 @@ from systems.shared import formats
 
 log = logging.getLogger("shared.store")
 
+# Ranges a cold read loads ahead of the reader at once (within a read block's bytes): the object
+# store client's default concurrency (s3.max.concurrency).
+READ_AHEAD_RANGES = 8
+
 
 class Block:
     """Whole batches read from one stream-object range."""
@@ -163,9 +167,32 @@ class StreamStore:
             self._start_load(offset)
             return b""
         data = blk.slice(offset, max_bytes, below)
-        if blk.end < below and blk.end < self.cache_start and len(data) >= len(blk.data) // 2:
-            self._start_load(blk.end)  # read ahead
-        return data
+        parts, n = [data], len(data)
+        # the loaded blocks that follow, up to max_bytes: one fetch answers many small objects
+        while blk.end < below and n < max_bytes and (nxt := self._block_for(blk.end)) is not None:
+            more = nxt.slice(blk.end, max_bytes - n, below)
+            if not more or len(more) > max_bytes - n:  # only a response's first batch may exceed it
+                break
+            parts.append(more)
+            n += len(more)
+            blk = nxt
+        if blk.end < below and blk.end < self.cache_start and len(parts[-1]) >= len(blk.data) // 2:
+            self._read_ahead(blk.end, below)
+        return data if len(parts) == 1 else b"".join(parts)
+
+    def _read_ahead(self, offset: int, below: int) -> None:
+        """Start loading what follows ``offset``: the ranges up to about a read block's bytes, at
+        most READ_AHEAD_RANGES of them, in parallel. One block ahead serves large objects; small
+        ones (an object per producer batch) would otherwise cost a GET round trip per batch."""
+        budget = self.backend.settings.read_block_bytes
+        i = bisect.bisect_right(self._range_starts, offset) - 1
+        for r in self.ranges[max(i, 0):max(i, 0) + READ_AHEAD_RANGES]:
+            start = max(offset, r["start"])
+            if budget <= 0 or start >= min(below, self.cache_start, r["end"]):
+                break
+            if self._block_for(start) is None:
+                self._start_load(start)
+            budget -= r["len"]
 
     def offset_for_timestamp(self, ts: int):
         for r in self.ranges:

@@ -128,17 +128,24 @@ def test_how_a_run_ended_in_words():
     assert how_it_ended(ValueError("bad offset 3\nmore")) == "crashed: ValueError: bad offset 3"
 
 
-def test_ctrl_c_is_recorded_and_listed(tmp_path):
-    """A real `bench run` stopped with SIGINT (Ctrl-C) once its cluster is up: the runner cleans up,
-    writes its summary with ended "interrupted: SIGINT", and `bench list` shows it."""
+@pytest.mark.parametrize("sig, during", [("SIGINT", "load"), ("SIGTERM", "prefill")])
+def test_a_stopped_run_is_recorded_and_listed(tmp_path, sig, during):
+    """A real `bench run` stopped with SIGINT (Ctrl-C) once its cluster is up, or with SIGTERM
+    while its prefill waits for acks (20,000 batches of one 1 KB record into the shared system:
+    over a minute): the runner
+    stops within seconds, cleans up, writes its summary with ended "interrupted: <signal>", and
+    `bench list` shows it."""
     import signal
 
     data = json.loads(json.dumps(SMALL))
     data["system"].update(brokers=1, replication_throttle_bytes_per_s=None)
+    if during == "prefill":  # each batch's ack waits for a WAL PUT: ~4 ms, one request at a time
+        data["system"]["kind"] = "shared"
     data["workload"].update(topics=[{"name": "hot", "partitions": 1, "replication_factor": 1}], duration_s=120)
     del data["workload"]["end_after_actions_s"]  # no action to end after
-    data.update(prefill={"bytes_per_partition": 0}, actions=[])
-    path = tmp_path / "ctrlc.yaml"
+    data.update(prefill={"bytes_per_partition": 0} if during == "load" else
+                {"bytes_per_partition": 20_000_000, "record_bytes": 1000, "batch_bytes": 1024}, actions=[])
+    path = tmp_path / "stopped.yaml"
     path.write_text(yaml.safe_dump(data))
     results = tmp_path / "results"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -156,21 +163,25 @@ def test_ctrl_c_is_recorded_and_listed(tmp_path):
                     break
             time.sleep(0.2)
         assert run_dir is not None and proc.poll() is None, "the run did not start its cluster within 90 s"
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
+        time.sleep(2.0)  # the load running, or the prefill's records queued and waiting for acks
+        proc.send_signal(getattr(signal, sig))
+        t0 = time.monotonic()
         _, err = proc.communicate(timeout=90)
-        assert proc.returncode == 130, err.decode()[-2000:]
+        stopped_s = time.monotonic() - t0
+        assert proc.returncode == 128 + getattr(signal, sig), err.decode()[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
         for pointer in results.glob("*/*/cluster.path"):  # whatever a failed teardown left, by PID
             _bench("cluster", "clean", "--dir", str(pointer.parent))
+    # the cluster's stop takes a few seconds; a prefill that ran on to its end would take far longer
+    assert stopped_s < 30, f"{sig} during the {during}: the run took {stopped_s:.0f} s to stop"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["ended"] == "interrupted: SIGINT" and summary["completed"] is False, summary
-    assert json.loads((run_dir / "runner.json").read_text())["ended"] == "interrupted: SIGINT"
+    assert summary["ended"] == f"interrupted: {sig}" and summary["completed"] is False, summary
+    assert json.loads((run_dir / "runner.json").read_text())["ended"] == f"interrupted: {sig}"
     r = _bench("list", "--results", str(results))
-    assert "interrupted: SIGINT" in r.stdout, r.stdout
+    assert f"interrupted: {sig}" in r.stdout, r.stdout
 
 
 # --------------------------------------------------------------------------------------------

@@ -70,6 +70,24 @@ def test_lost_writes_unknown_without_reads_and_ignores_unacked():
     assert check_lost_writes(to_table(rows))["valid"] is True  # unknown outcome, never read: fine
 
 
+def test_lost_writes_in_a_partition_not_read_to_its_end_are_unknown():
+    """An acked write the verifying consumer never reached (its read of that partition timed out)
+    is not a loss but an unknown; one missing from a partition read to its end still fails."""
+    def verify(part, complete):
+        return event_row("verify", T0 + 30, {"topic": "t", "partition": part, "complete": complete, "read": 4},
+                         topic="t", partition=part)
+
+    cut = check_lost_writes(to_table(without_read(clean_rows(), 3) + [verify(1, False), verify(0, True)]))
+    assert cut["valid"] == "unknown" and cut["lost_count"] == 0 and cut["unread_by_partition"] == {"t-1": 1}, cut
+    assert "t-1" in cut["reason"]
+    both = without_read(without_read(clean_rows(), 3), 0) + [verify(1, False), verify(0, True)]
+    lost = check_lost_writes(to_table(both))  # id 0 (t-0, read to its end) is lost; id 3 unread
+    assert lost["valid"] is False and lost["lost_examples"] == [0] and lost["lost_by_partition"] == {"t-0": 1}
+    assert lost["unread_by_partition"] == {"t-1": 1}
+    whole = check_lost_writes(to_table(without_read(clean_rows(), 3) + [verify(1, True), verify(0, True)]))
+    assert whole["valid"] is False and whole["lost_examples"] == [3]
+
+
 def test_duplicate_read_at_another_offset():
     rows = clean_rows()
     # Re-reading the same offset (consumer restart) is not a duplicate ...

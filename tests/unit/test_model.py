@@ -366,3 +366,43 @@ def test_the_sender_s_ingest_follows_the_leaders_the_run_s_earlier_moves_left():
     assert sender_ingest(run, {"topic": "a", "partition": 0, "request_ts": 20.0}, tl) == pytest.approx(2 * per)
     assert sender_ingest(run, {"topic": "a", "partition": 1, "request_ts": 31.0}, tl) == pytest.approx(per)
     assert sender_ingest(SimpleNamespace(scenario=None), moves[0], leader_timeline(SimpleNamespace(scenario=None), moves)) is None
+
+
+def _open(n, per_obj=2e-5, a=0.01, key=None, latency=None, version="v1"):
+    """A shared move whose open walked ``n`` objects: open(n) = a + per_obj * n."""
+    p = shared_pt(16 * MiB, 1e6, objects=n, per_obj=per_obj, key=key or f"o-{n}-{latency}",
+                  object_store_latency=latency)
+    return replace(p, open_seconds=a + per_obj * n, version=version)
+
+
+def test_open_cost_check_predicts_the_highest_level_from_the_lower_ones_only():
+    """Opens at ~1k, 3k and 10k objects fit open(n); the 100k level is predicted (never fitted on),
+    within 30 %: a linear cost passes, a cost that grows faster beyond 10k fails."""
+    train = [_open(n, key=f"r{i}") for i, n in enumerate((1000, 1010, 3000, 3020, 10000, 10050))]
+    held = [_open(n, key=f"h{i}") for i, n in enumerate((100_000, 100_400, 100_800))]
+    [c] = mdl.validate_open(train + held, "shared", "v1")
+    assert c["axis"] == "objects" and c["status"] == "ok", c
+    assert c["held_out"] == {"objects": 100_000} and c["n_train"] == 6 and c["n_test"] == 3
+    assert set(c["train_runs"]).isdisjoint(c["test_runs"]) and c["error_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert c["test_domain"] == {"objects": [100_000.0, 100_800.0]} and c["fit"] == {"version": "v1"}
+    # quadratic beyond the training opens: 3x slower at 100k than the line says -> fails
+    slow = [replace(p, open_seconds=3 * p.open_seconds) for p in held]
+    [c] = mdl.validate_open(train + slow, "shared", "v1")
+    assert c["status"] == "failed" and c["error_pct"] == pytest.approx(-66.7, abs=0.5), c
+
+
+def test_open_cost_check_needs_a_high_level_of_one_latency_and_one_version():
+    """Opens of a few objects (make bench's) cannot be checked: one insufficient entry saying what
+    to run; opens at another object-store latency or of another code version never join a group."""
+    few = [_open(n, key=f"f{n}", latency="p50=30ms,p99=80ms") for n in (4, 9, 20, 41, 90)]
+    [c] = mdl.validate_open(few, "shared", "v1")
+    assert c["status"] == "insufficient" and "suite open" in c["reason"] and c["test_domain"] == {}, c
+    # the 100k opens without latency, the small ones only with it: no group has lower levels
+    held = [_open(100_000 + i, key=f"h{i}") for i in range(3)]
+    [c] = mdl.validate_open(few + held, "shared", "v1")
+    assert c["status"] == "insufficient", c
+    # the lower levels measured on another commit do not train this version's check
+    train = [_open(n, key=f"r{n}", version="v0") for n in (1000, 3000, 10000)]
+    [c] = mdl.validate_open(train + held, "shared", "v1")
+    assert c["status"] == "insufficient", c
+    assert mdl.validate_open(train + held, "replication", "v1") == []  # no opens: no entry

@@ -158,8 +158,10 @@ def _effective_settings(r: StoredRun) -> dict[str, Any]:
     for k in ("client_settings", "acks", "min_insync_replicas", "object_store_latency"):
         if k in conf:
             out.setdefault(k, conf[k])
-    if "prefill_batch_bytes" not in out and r.scenario is not None:
-        out["prefill_batch_bytes"] = r.scenario.prefill.batch_bytes
+    if r.scenario is not None:
+        out.setdefault("prefill_batch_bytes", r.scenario.prefill.batch_bytes)
+        out.setdefault("prefill_record_bytes", r.scenario.prefill.record_bytes)
+        out.setdefault("move_models", r.scenario.checks.move_models)
     return out
 
 
@@ -173,13 +175,14 @@ def newest_version(runs: Sequence[StoredRun], system: str, pts: Sequence[mdl.Mov
 
 
 def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]], system: str,
-                     version: str | None = None) -> mdl.MoveModel:
+                     version: str | None = None, opens: Sequence[mdl.MovePoint] | None = None) -> mdl.MoveModel:
     """The model a system projects with: fitted on every move of the family (one configuration
     but for the checked axis) of its best passing held-out check - a size check reaching the
     largest held-out size first, then throttle, link, ingest (a tiered copy's bytes do not grow
     with the size: its throttle check is the one that passes). Without a passing check, on the
     family with the most moves of the first axis whose moves identify a model (then the
-    projection says "not validated"). ``version``: only moves of that code version."""
+    projection says "not validated"). ``version``: only moves of that code version. ``opens``: the moves whose opens fit the
+    open cost (default: the model's moves; a run lending only its opens among them)."""
     mine = [p for p in pts if p.system == system]
     if not mine:
         raise ValueError(f"{system}: no measured single-partition moves")
@@ -194,7 +197,7 @@ def projection_model(pts: list[mdl.MovePoint], validation: list[dict[str, Any]],
         return fams
 
     def same_version(fp: list[mdl.MovePoint]) -> list[mdl.MovePoint]:  # the opens of the fit's own code
-        return [p for p in mine if p.version == fp[0].version]
+        return [p for p in (mine if opens is None else opens) if p.system == system and p.version == fp[0].version]
 
     ok = [v for v in validation if v["system"] == system and v["status"] == "ok" and v["axis"] in order]
     for v in sorted(ok, key=lambda v: (order.index(v["axis"]), -float(v["held_out"].get(v["axis"]) or 0.0))):
@@ -218,24 +221,34 @@ def fit_models(moves: list[dict[str, Any]], runs: Sequence[StoredRun] = (), pool
     """-> ({"models", "notes", "validation"}, {"model_fit", "model_validation"} rows). Each fit
     and check rests on the runs of one code version; ``pool_versions`` pools them (the models
     then name every version)."""
-    pts = move_points(moves, runs)
+    every = move_points(moves, runs)
     if pool_versions:
-        pooled = ", ".join(sorted({p.version or "unknown" for p in pts}))
-        pts = [replace(p, version=f"pooled: {pooled}") for p in pts]
+        pooled = ", ".join(sorted({p.version or "unknown" for p in every}))
+        every = [replace(p, version=f"pooled: {pooled}") for p in every]
+    # a run whose scenario says checks.move_models: false lends only its opens (the open cost)
+    pts = [p for p in every if p.setting("move_models") is not False]
     models: dict[str, mdl.MoveModel] = {}
     notes: dict[str, str] = {}
     validation: list[dict[str, Any]] = []
     left_out = host_left_out(moves)
     for system in PROFILES:
+        opens = [p for p in every if p.system == system]
         if not any(p.system == system for p in pts):
             if left_out.get(system, {}).get("saturated_left_out"):  # every move it had was saturated
                 notes[system] = f"no move to fit on: {host_note(left_out[system])}"
+            elif opens:  # only runs that lend their opens: the open cost's check, no model
+                notes[system] = ("no move to fit on: its runs measure one term only (checks.move_models: false); "
+                                 "aggregate them with `make bench`'s runs")
+                if mdl.family_of(system) is not None and mdl.family_of(system).opens_objects:
+                    validation.extend(mdl.validate_open(opens, system, newest_version(runs, system, opens)))
             continue
         mine = [p for p in pts if p.system == system]
         validation.extend(mdl.validate(mine, system, open_points=mine))
         try:
             version = None if pool_versions else newest_version(runs, system, pts)
-            models[system] = projection_model(pts, validation, system, version)
+            models[system] = projection_model(pts, validation, system, version, opens)
+            if models[system].kind.opens_objects:  # the per-object open cost, checked on its own
+                validation.extend(mdl.validate_open(opens, system, models[system].version))
         except ValueError as exc:
             left = left_out.get(system, {})
             notes[system] = str(exc) + (f" ({host_note(left)})" if any(left.values()) else "")

@@ -21,7 +21,7 @@ from bench.analysis.model.base import (
 )
 from bench.analysis.model.budget import LinkBudget
 from bench.analysis.model.copy import COPY  # registers the family
-from bench.analysis.model.fit import fit_model, predict_point, validate
+from bench.analysis.model.fit import fit_model, predict_point, validate, validate_open
 from bench.analysis.model.handover import HANDOVER, fit_open, tail_bytes
 from bench.analysis.model.tiered_copy import TIERED_COPY, fit_untiered, untiered_tail
 
@@ -29,4 +29,5 @@ __all__ = [
     "AXES", "COPY", "EXTRAPOLATION_BOUNDS", "FAMILIES", "FitRefused", "LinkBudget", "nominal_ingest", "FLAT_SPREAD", "GBIT_BYTES_PER_S", "HANDOVER", "MIN_TRAIN", "SIZE_SPAN", "TIERED_COPY", "fit_untiered", "untiered_tail",
     "LinearFit", "MoveFamily", "MoveModel", "MovePoint", "axis_value", "family_key", "family_named", "family_of",
     "fit_linear", "fit_model", "fit_open", "fmt_count", "human_seconds", "predict_point", "tail_bytes", "validate",
+    "validate_open",
 ]

@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.analysis.model.base import (
-    MIN_TRAIN, SIZE_SPAN, FitRefused, MoveModel, MovePoint, axis_value, domain_of, family_key, family_of,
+    MIN_TRAIN, SIZE_SPAN, FitRefused, MoveModel, MovePoint, axis_value, domain_of, family_key, family_of, fmt_count,
     nominal_ingest, one_version, refuse_leak, usable,
 )
+from bench.analysis.model.handover import fit_open
 from bench.units import format_bytes
 from systems.registry import PROFILES
 
@@ -170,6 +171,73 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
             "reason": None if ok else f"|error| {abs(err):.1f} % > {target:g} %",
             "error_pct": err, "max_abs_error_pct": max(abs(e) for e in errs),
             "measured_s": measured, "predicted_s": predicted, "fit": m.to_row()}
+
+
+OPEN_TARGET_PCT = 30.0  # the open cost's held-out check (per object, 10x beyond what it was fitted on)
+OPEN_LEVEL_GAP = 2.0  # opens within 2x of a level's smallest object count are one level
+# Below this many objects an open takes milliseconds, within this host's scheduling noise: such a
+# level is fitted on, never held out.
+OPEN_MIN_HELD = 1000
+
+
+def validate_open(points: Sequence[MovePoint], system: str, version: str | None) -> list[dict[str, Any]]:
+    """The per-object open cost's held-out check (axis ``objects``), per object-store latency (the
+    one setting on an open's path: its replay GETs a snapshot): the opens of one code version
+    grouped into levels of their object count; the highest level (at least :data:`OPEN_MIN_HELD`
+    objects) predicted by ``open(n) = a + b x n`` fitted on the lower levels only (at least two),
+    the median open against the median prediction within :data:`OPEN_TARGET_PCT`. Other settings'
+    opens are pooled, as the projection's fit pools them (the cost depends on the objects' count,
+    not their size). One ``insufficient`` entry when no group supports a check; none without opens."""
+    ops = sorted((p for p in points if p.system == system and p.version == version
+                  and p.open_seconds is not None and p.objects), key=lambda p: p.objects)
+    if not ops:
+        return []
+    groups: dict[str, list[MovePoint]] = defaultdict(list)
+    for p in ops:
+        groups[str(p.setting("object_store_latency"))].append(p)
+    checks = [c for g in sorted(groups) if (c := _open_check(groups[g], system, version)) is not None]
+    if checks:
+        return checks
+    lo, hi = fmt_count(ops[0].objects), fmt_count(ops[-1].objects)
+    return [{"system": system, "axis": "objects", "held_out": {}, "family": "open cost",
+             "label": f"opens of {lo}-{hi} objects", "status": "insufficient", "target_pct": OPEN_TARGET_PCT,
+             "train_values": [], "train_runs": [], "test_runs": [], "n_train": 0, "n_test": 0, "error_pct": None,
+             "max_abs_error_pct": None, "measured_s": None, "predicted_s": None, "fit": {"version": version},
+             "test_domain": {},
+             "reason": (f"opens measured at {lo}-{hi} objects; the check needs, at one object-store latency, two "
+                        f"levels of object counts to fit on (opens within {OPEN_LEVEL_GAP:g}x of each other are "
+                        f"one level) and a higher one of at least {fmt_count(OPEN_MIN_HELD)} objects: run "
+                        "`python -m bench suite open`")}]
+
+
+def _open_check(ops: list[MovePoint], system: str, version: str | None) -> dict[str, Any] | None:
+    """One group's check (:func:`validate_open`), or None when its opens do not support one."""
+    levels: list[list[MovePoint]] = []
+    for p in ops:  # sorted by objects
+        if levels and p.objects <= OPEN_LEVEL_GAP * levels[-1][0].objects:
+            levels[-1].append(p)
+        else:
+            levels.append([p])
+    test, train = levels[-1], [p for lv in levels[:-1] for p in lv]
+    if len(levels) < 3 or test[0].objects < OPEN_MIN_HELD:
+        return None
+    a, b, _, _, _, _ = fit_open(train)
+    preds = [(a or 0.0) + b * p.objects for p in test]
+    measured, predicted = statistics.median(p.open_seconds for p in test), statistics.median(preds)
+    err = (predicted - measured) / measured * 100.0
+    ok = abs(err) <= OPEN_TARGET_PCT
+    latency = ops[0].setting("object_store_latency")
+    return {"system": system, "axis": "objects", "held_out": {"objects": test[0].objects}, "family": "open cost",
+            "label": (f"open of {fmt_count(test[0].objects)}-{fmt_count(test[-1].objects)} objects (fitted on "
+                      f"{fmt_count(train[0].objects)}-{fmt_count(train[-1].objects)}; object-store latency "
+                      f"{latency or 'none added'})"),
+            "target_pct": OPEN_TARGET_PCT, "train_values": [float(lv[0].objects) for lv in levels[:-1]],
+            "train_runs": sorted({p.run_key for p in train}), "test_runs": sorted({p.run_key for p in test}),
+            "n_train": len(train), "n_test": len(test), "fit": {"version": version},
+            "test_domain": {"objects": [float(test[0].objects), float(test[-1].objects)]},
+            "status": "ok" if ok else "failed", "reason": None if ok else f"|error| {abs(err):.1f} % > {OPEN_TARGET_PCT:g} %",
+            "error_pct": err, "measured_s": measured, "predicted_s": predicted,
+            "max_abs_error_pct": max(abs(q - p.open_seconds) / p.open_seconds * 100.0 for q, p in zip(preds, test))}
 
 
 def _context(p: MovePoint, axis: str) -> str:
