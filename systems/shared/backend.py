@@ -82,6 +82,7 @@ class SharedPartition(Partition):
         self.recovery_task: asyncio.Task | None = None
         self.close_task: asyncio.Task | None = None
         self._confirm_waiters: list[tuple[int, asyncio.Future]] = []
+        self.ended_at_epoch: int | None = None  # the leader epoch it was closed or fenced under
 
     def _notify(self) -> None:
         self.notify_data()
@@ -105,6 +106,10 @@ class SharedPartition(Partition):
     def on_metadata(self, info: PartitionInfo) -> None:
         self.info = info
         me = self.broker_id
+        if info.leader == me and self.ended() and info.leader_epoch > (self.ended_at_epoch or -1):
+            # Led again under a newer epoch on the same replica set (a failover found no other broker,
+            # then this one came back): a fresh open, as a new partition object would do.
+            self._reset_for_open()
         if info.leader == me and self.state == IDLE and not self.closed:
             self.state = RECOVERING
             self.leading = True
@@ -176,10 +181,25 @@ class SharedPartition(Partition):
         except asyncio.TimeoutError:
             return False
 
+    def ended(self) -> bool:
+        """Closed or fenced, its open and close both finished: it serves again only after a fresh open."""
+        return self.state in (CLOSED, FENCED) and all(t is None or t.done() for t in (self.recovery_task, self.close_task))
+
+    def _reset_for_open(self) -> None:
+        log.info("%s-%d led again at leader epoch %d: opening it afresh", self.topic, self.index, self.info.leader_epoch)
+        self.state, self.closed, self.leading, self.restored = IDLE, False, False, False
+        self.incarnation = self.data_sid = self.meta_sid = self.data_epoch = self.meta_epoch = -1
+        self.meta_end = self.pending_bytes = self.unuploaded = 0
+        self.durable_producers, self.leader_epochs, self._move = ProducerStateTable(), [], None
+        self.recovery_task = self.close_task = None
+        self.ended_at_epoch = None
+        self.store = StreamStore(self.backend, self._notify)  # the old one's cache and blocks are stale
+
     def fence(self, why: str) -> None:
         if self.state in (CLOSED, FENCED):
             return
         log.warning("%s-%d fenced: %s", self.topic, self.index, why)
+        self.ended_at_epoch = self.info.leader_epoch
         self.state = FENCED
         self.leading = False
         self.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
@@ -433,6 +453,7 @@ class SharedBackend(Backend):
             return p.close_task
         prev = p.state
         p.leading = False
+        p.ended_at_epoch = p.info.leader_epoch
         if prev in (IDLE, CLOSED, FENCED):
             p.state = CLOSED
             p.closed = True
@@ -440,7 +461,13 @@ class SharedBackend(Backend):
             return None
         p.state = CLOSING
         p.close_task = asyncio.get_running_loop().create_task(self._close(p, prev, why, elect))
+        p.close_task.add_done_callback(lambda _t: self._reopen_if_led(p))
         return p.close_task
+
+    def _reopen_if_led(self, p: SharedPartition) -> None:
+        """After a close: leadership that came back meanwhile (a newer epoch) opens it afresh."""
+        if self.broker.partitions.get((p.topic, p.index)) is p:
+            p.on_metadata(p.info)
 
     async def _close(self, p: SharedPartition, prev: str, why: str, elect: bool) -> None:
         t0 = time.monotonic()
