@@ -199,15 +199,19 @@ def validate_open(points: Sequence[MovePoint], system: str, version: str | None)
     if checks:
         return checks
     lo, hi = fmt_count(ops[0].objects), fmt_count(ops[-1].objects)
-    return [{"system": system, "axis": "objects", "held_out": {}, "family": "open cost",
-             "label": f"opens of {lo}-{hi} objects", "status": "insufficient", "target_pct": OPEN_TARGET_PCT,
-             "train_values": [], "train_runs": [], "test_runs": [], "n_train": 0, "n_test": 0, "error_pct": None,
-             "max_abs_error_pct": None, "measured_s": None, "predicted_s": None, "fit": {"version": version},
-             "test_domain": {},
-             "reason": (f"opens measured at {lo}-{hi} objects; the check needs, at one object-store latency, two "
-                        f"levels of object counts to fit on (opens within {OPEN_LEVEL_GAP:g}x of each other are "
-                        f"one level) and a higher one of at least {fmt_count(OPEN_MIN_HELD)} objects: run "
-                        "`python -m bench suite open`")}]
+    return [_open_row(system, version, label=f"opens of {lo}-{hi} objects", status="insufficient",
+                      reason=(f"opens measured at {lo}-{hi} objects; the check needs, at one object-store latency, two "
+                              f"levels of object counts to fit on (opens within {OPEN_LEVEL_GAP:g}x of each other are "
+                              f"one level) and a higher one of at least {fmt_count(OPEN_MIN_HELD)} objects: run "
+                              "`python -m bench suite open`"))]
+
+
+def _open_row(system: str, version: str | None, **fields: Any) -> dict[str, Any]:
+    """An open-cost check entry: the validation row's keys (as :func:`_check` gives them), ``fields`` over them."""
+    return {"system": system, "axis": "objects", "held_out": {}, "family": "open cost", "label": None,
+            "status": "insufficient", "reason": None, "target_pct": OPEN_TARGET_PCT, "train_values": [],
+            "train_runs": [], "test_runs": [], "n_train": 0, "n_test": 0, "error_pct": None, "max_abs_error_pct": None,
+            "measured_s": None, "predicted_s": None, "fit": {"version": version}, "test_domain": {}, **fields}
 
 
 def _open_check(ops: list[MovePoint], system: str, version: str | None) -> dict[str, Any] | None:
@@ -227,17 +231,17 @@ def _open_check(ops: list[MovePoint], system: str, version: str | None) -> dict[
     err = (predicted - measured) / measured * 100.0
     ok = abs(err) <= OPEN_TARGET_PCT
     latency = ops[0].setting("object_store_latency")
-    return {"system": system, "axis": "objects", "held_out": {"objects": test[0].objects}, "family": "open cost",
-            "label": (f"open of {fmt_count(test[0].objects)}-{fmt_count(test[-1].objects)} objects (fitted on "
-                      f"{fmt_count(train[0].objects)}-{fmt_count(train[-1].objects)}; object-store latency "
-                      f"{latency or 'none added'})"),
-            "target_pct": OPEN_TARGET_PCT, "train_values": [float(lv[0].objects) for lv in levels[:-1]],
-            "train_runs": sorted({p.run_key for p in train}), "test_runs": sorted({p.run_key for p in test}),
-            "n_train": len(train), "n_test": len(test), "fit": {"version": version},
-            "test_domain": {"objects": [float(test[0].objects), float(test[-1].objects)]},
-            "status": "ok" if ok else "failed", "reason": None if ok else f"|error| {abs(err):.1f} % > {OPEN_TARGET_PCT:g} %",
-            "error_pct": err, "measured_s": measured, "predicted_s": predicted,
-            "max_abs_error_pct": max(abs(q - p.open_seconds) / p.open_seconds * 100.0 for q, p in zip(preds, test))}
+    return _open_row(
+        system, version, held_out={"objects": test[0].objects},
+        label=(f"open of {fmt_count(test[0].objects)}-{fmt_count(test[-1].objects)} objects (fitted on "
+               f"{fmt_count(train[0].objects)}-{fmt_count(train[-1].objects)}; object-store latency "
+               f"{latency or 'none added'})"),
+        train_values=[float(lv[0].objects) for lv in levels[:-1]],
+        train_runs=sorted({p.run_key for p in train}), test_runs=sorted({p.run_key for p in test}),
+        n_train=len(train), n_test=len(test), test_domain={"objects": [float(test[0].objects), float(test[-1].objects)]},
+        status="ok" if ok else "failed", reason=None if ok else f"|error| {abs(err):.1f} % > {OPEN_TARGET_PCT:g} %",
+        error_pct=err, measured_s=measured, predicted_s=predicted,
+        max_abs_error_pct=max(abs(q - p.open_seconds) / p.open_seconds * 100.0 for q, p in zip(preds, test)))
 
 
 def _context(p: MovePoint, axis: str) -> str:
