@@ -27,9 +27,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m slow $(ARGS)
 
-# The main job (about 14 minutes on 2 cores): the three systems in their production configurations,
+# The main job (about 15 minutes on 2 cores): the three systems in their production configurations,
 # calibrate (every held-out axis of the move models, with and without the move budget), tiered-tail
-# (the tiered copy's bytes relation), drain (the cluster cases' check) and consume-move (consumer groups across a move, then a broker killed); then the Spark tables, the models, the headline
+# (the tiered copy's bytes relation), shared-tail (the shared move by its unuploaded tail), drain (the cluster cases' check) and consume-move (consumer groups across a move, then a broker killed); then the Spark tables, the models, the headline
 # and the report. The run-level suite, 3 runs per configuration (about 55 minutes): make bench-full.
 bench: $(STAMP)
 	$(PY) -m bench suite default

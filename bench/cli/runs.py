@@ -303,7 +303,7 @@ def add_parsers(sub, default_results: str = "results") -> None:
     f.set_defaults(func=cmd_faults_doc)
 
     s = sub.add_parser("suite", help="a suite of scenarios on every system the harness starts; prints the "
-                                     "comparison table (default: make bench's, about 14 min: calibrate, tiered-tail, drain, consume-move; "
+                                     "comparison table (default: make bench's, about 15 min: calibrate, tiered-tail, shared-tail, drain, consume-move; "
                                      "full: the run-level suite, about 55 min; open: the shared open cost to 100,000 "
                                      "objects, about 5 min)")
     s.add_argument("name", nargs="?", default=DEFAULT_SUITE, choices=sorted(SUITE_NAMES),

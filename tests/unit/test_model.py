@@ -406,3 +406,40 @@ def test_open_cost_check_needs_a_high_level_of_one_latency_and_one_version():
     [c] = mdl.validate_open(train + held, "shared", "v1")
     assert c["status"] == "insufficient", c
     assert mdl.validate_open(train + held, "replication", "v1") == []  # no opens: no entry
+
+
+def _tails(levels_mib, per=3, slow_above=None, factor=1.0):
+    """Shared moves whose tail is their prefill (plus a little load), three per level."""
+    out = []
+    for lv in levels_mib:
+        for i in range(per):
+            tail = lv * MiB + i * 200_000
+            p = shared_pt(lv * MiB, tail, key=f"t{lv}-{i}")
+            if slow_above is not None and lv > slow_above:
+                p = replace(p, move_seconds=p.move_seconds * factor)
+            out.append(p)
+    return out
+
+
+def test_tail_check_predicts_the_largest_tail_from_the_smaller_ones_only():
+    """Moves grouped by their tail at the request (levels within 2x): the 64 MiB tails are
+    predicted by the model fitted on the 4 and 16 MiB ones, within 30 %; a close whose upload
+    slows beyond 16 MiB fails; tails within 2x of each other give no check."""
+    [c] = [v for v in validate(_tails((4, 16, 64)), "shared", axes=("tail",)) if v["axis"] == "tail"]
+    assert c["status"] == "ok" and c["held_out"] == {"tail": 64 * MiB} and c["label"].startswith("tail >= 64"), c
+    assert c["n_train"] == 6 and c["n_test"] == 3 and c["error_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert set(c["train_runs"]).isdisjoint(c["test_runs"]) and c["train_values"] == [4 * MiB, 16 * MiB]
+    assert c["test_domain"]["tail"] == [64 * MiB, 64 * MiB + 400_000]
+    [c] = [v for v in validate(_tails((4, 16, 64), slow_above=16, factor=2.0), "shared", axes=("tail",))
+           if v["axis"] == "tail"]
+    assert c["status"] == "failed" and c["error_pct"] == pytest.approx(-50.0, abs=0.5), c
+    # calibrate's tails (a few hundred kB, within 2x): one level, nothing to hold out
+    near = [shared_pt(s, t, key=f"n{t}") for s, t in ((MiB, 500e3), (4 * MiB, 600e3), (16 * MiB, 715e3))]
+    assert [v for v in validate(near, "shared", axes=("tail",)) if v["axis"] == "tail"] == []
+
+
+def test_a_tail_fit_holding_a_tail_at_or_beyond_the_held_out_level_is_refused():
+    pts = _tails((4, 16, 64))
+    with pytest.raises(mdl.FitRefused, match="tail"):
+        fit_model(pts, "shared", held_out=("tail", 64 * MiB))
+    fit_model(pts[:6], "shared", held_out=("tail", 64 * MiB))  # the lower levels only: fitted

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 GBIT_BYTES_PER_S = 125_000_000  # 1 Gbit/s in bytes/s
 SIZE_SPAN = 8.0  # the sizes a size check fits on span at least this factor (bytes at the request)
-MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2, "budget": 1}  # distinct smaller values to fit on
+MIN_TRAIN = {"size": 3, "throttle": 2, "link": 2, "ingest": 2, "budget": 1, "tail": 2}  # smaller values to fit on
 FLAT_SPREAD = 0.05  # relative spread of a regressor below which its slope is not identifiable
 
 # Validation axes: the run settings (summary.json ``params``) that define each, left out of the
@@ -41,7 +41,14 @@ AXES: dict[str, tuple[str, ...]] = {
     "budget": ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "replication_throttle_of_link",
                "objstore_bandwidth_bytes_per_s", "move_budget_of_link",
                *sorted({p.move_budget for p in PROFILES.values() if p.move_budget})),
+    # handover: the unuploaded tail at the request, set by what the partition holds (its prefill,
+    # below an upload threshold the run never reaches)
+    "tail": ("prefill_bytes_per_partition",),
 }
+# Axes whose value is measured at the request rather than set by the scenario: moves group into
+# levels (within LEVEL_GAP of a level's smallest value), each level one held-out value.
+MEASURED_AXES = ("tail",)
+LEVEL_GAP = 2.0
 # The matrix's dotted names of each axis' settings (params carry both, the resolved value under its
 # own name): left out with the axis. Every other dotted key (a matrix axis) splits families.
 AXES_DOTTED: dict[str, tuple[str, ...]] = {
@@ -55,6 +62,7 @@ AXES_DOTTED: dict[str, tuple[str, ...]] = {
     "budget": ("prefill.bytes_per_partition", "system.replication_throttle_bytes_per_s",
                "system.replication_throttle_of_link", "system.objstore_bandwidth_bytes_per_s",
                "system.move_budget_of_link", *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
+    "tail": ("prefill.bytes_per_partition",),
 }
 # Settings that never define a family: how long the load ran.
 NOT_FAMILY = ("duration_s",)
@@ -124,9 +132,24 @@ def axis_value(p: MovePoint, axis: str) -> float | None:
         # from throttle-capped, <= 1, to capped by the link's rest, > 1)
         d = p.link_demand
         v = None if d is None else (math.ceil(d * 10 - 1e-9) / 10 if d > 1 else math.floor(d * 10 + 1e-9) / 10)
+    elif axis == "tail":  # the state the move starts from (what the old owner must upload), not its outcome
+        v = p.tail_bytes
     else:
         raise ValueError(f"unknown axis {axis!r}")
     return float(v) if v is not None else None
+
+
+def levels(points: Iterable[MovePoint], value: Callable[[MovePoint], float]) -> list[list[MovePoint]]:
+    """Points sorted by ``value`` and grouped: a point within :data:`LEVEL_GAP` x of its level's
+    smallest value joins it, a larger one starts the next (so every level lies wholly above the
+    ones before it)."""
+    out: list[list[MovePoint]] = []
+    for p in sorted(points, key=value):
+        if out and value(p) <= LEVEL_GAP * value(out[-1][0]):
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
 
 
 def nominal_ingest(p: MovePoint) -> float:

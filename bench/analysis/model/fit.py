@@ -10,7 +10,9 @@ median move; ``status`` ok / failed against the move family's target (its ``targ
 insufficient with the reason. The size check's span is that of the bytes each move had to carry
 (its family's ``bytes_of``): a tiered copy's bytes barely grow with the partition (only the local
 tail moves), so its size check is "insufficient" unless the tail itself varies, and its throttle
-check is the one that identifies the bytes' rate.
+check is the one that identifies the bytes' rate. The shared tail (axis ``tail``) is measured at
+the request, not set: a family's moves group into levels within ``LEVEL_GAP`` of each other
+(:func:`bench.analysis.model.base.levels`), each level one held-out value.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.analysis.model.base import (
-    MIN_TRAIN, SIZE_SPAN, FitRefused, MoveModel, MovePoint, axis_value, domain_of, family_key, family_of, fmt_count,
-    nominal_ingest, one_version, refuse_leak, usable,
+    LEVEL_GAP, MEASURED_AXES, MIN_TRAIN, SIZE_SPAN, FitRefused, MoveModel, MovePoint, axis_value, domain_of, family_key,
+    family_of, fmt_count, levels, nominal_ingest, one_version, refuse_leak, usable,
 )
 from bench.analysis.model.handover import fit_open
 from bench.units import format_bytes
@@ -63,6 +65,8 @@ def predict_point(m: MoveModel, p: MovePoint) -> float:
 def _axis_label(axis: str, v: float) -> str:
     if axis == "size":
         return format_bytes(v)
+    if axis == "tail":
+        return f"tail >= {format_bytes(v)}"
     if axis == "link":
         return f"{v / 1e6:g} Mbit/s"
     if axis == "budget":
@@ -71,7 +75,7 @@ def _axis_label(axis: str, v: float) -> str:
 
 
 def validate(points: Sequence[MovePoint], system: str,
-             axes: Sequence[str] = ("size", "throttle", "link", "ingest", "budget"),
+             axes: Sequence[str] = ("size", "throttle", "link", "ingest", "budget", "tail"),
              open_points: Sequence[MovePoint] | None = None) -> list[dict[str, Any]]:
     """Held-out checks of one system's model on every axis its moves vary (module docstring).
 
@@ -90,9 +94,7 @@ def validate(points: Sequence[MovePoint], system: str,
             if axis_value(p, axis) is not None:
                 fams[family_key(p, axis)].append(p)
         for fk, fpts in sorted(fams.items(), key=lambda kv: str(kv[0])):
-            by_val: dict[float, list[MovePoint]] = defaultdict(list)
-            for p in fpts:
-                by_val[axis_value(p, axis)].append(p)
+            by_val = _by_value(fpts, axis)
             values = sorted(by_val)
             if len(values) < 2 or (axis == "budget" and values[0] > 1.0):
                 continue  # a budget check fits on moves their throttle capped: none here
@@ -111,6 +113,17 @@ def validate(points: Sequence[MovePoint], system: str,
                                f"{MIN_TRAIN['size'] + 1}: {MIN_TRAIN['size']} to fit on (spanning {SIZE_SPAN:g}x) "
                                "and a larger one to predict")})
     return out
+
+
+def _by_value(pts: list[MovePoint], axis: str) -> dict[float, list[MovePoint]]:
+    """A family's moves per held-out value: the nominal value, or a measured axis' level (its
+    smallest value; :data:`MEASURED_AXES`)."""
+    if axis in MEASURED_AXES:
+        return {axis_value(lv[0], axis): lv for lv in levels(pts, lambda p: axis_value(p, axis))}
+    by_val: dict[float, list[MovePoint]] = defaultdict(list)
+    for p in pts:
+        by_val[axis_value(p, axis)].append(p)
+    return by_val
 
 
 def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint]], held: float,
@@ -174,7 +187,6 @@ def _check(system: str, axis: str, fk: tuple, by_val: dict[float, list[MovePoint
 
 
 OPEN_TARGET_PCT = 30.0  # the open cost's held-out check (per object, 10x beyond what it was fitted on)
-OPEN_LEVEL_GAP = 2.0  # opens within 2x of a level's smallest object count are one level
 # Below this many objects an open takes milliseconds, within this host's scheduling noise: such a
 # level is fitted on, never held out.
 OPEN_MIN_HELD = 1000
@@ -201,7 +213,7 @@ def validate_open(points: Sequence[MovePoint], system: str, version: str | None)
     lo, hi = fmt_count(ops[0].objects), fmt_count(ops[-1].objects)
     return [_open_row(system, version, label=f"opens of {lo}-{hi} objects", status="insufficient",
                       reason=(f"opens measured at {lo}-{hi} objects; the check needs, at one object-store latency, two "
-                              f"levels of object counts to fit on (opens within {OPEN_LEVEL_GAP:g}x of each other are "
+                              f"levels of object counts to fit on (opens within {LEVEL_GAP:g}x of each other are "
                               f"one level) and a higher one of at least {fmt_count(OPEN_MIN_HELD)} objects: run "
                               "`python -m bench suite open`"))]
 
@@ -216,14 +228,9 @@ def _open_row(system: str, version: str | None, **fields: Any) -> dict[str, Any]
 
 def _open_check(ops: list[MovePoint], system: str, version: str | None) -> dict[str, Any] | None:
     """One group's check (:func:`validate_open`), or None when its opens do not support one."""
-    levels: list[list[MovePoint]] = []
-    for p in ops:  # sorted by objects
-        if levels and p.objects <= OPEN_LEVEL_GAP * levels[-1][0].objects:
-            levels[-1].append(p)
-        else:
-            levels.append([p])
-    test, train = levels[-1], [p for lv in levels[:-1] for p in lv]
-    if len(levels) < 3 or test[0].objects < OPEN_MIN_HELD:
+    lvs = levels(ops, lambda p: p.objects)
+    test, train = lvs[-1], [p for lv in lvs[:-1] for p in lv]
+    if len(lvs) < 3 or test[0].objects < OPEN_MIN_HELD:
         return None
     a, b, _, _, _, _ = fit_open(train)
     preds = [(a or 0.0) + b * p.objects for p in test]
@@ -236,7 +243,7 @@ def _open_check(ops: list[MovePoint], system: str, version: str | None) -> dict[
         label=(f"open of {fmt_count(test[0].objects)}-{fmt_count(test[-1].objects)} objects (fitted on "
                f"{fmt_count(train[0].objects)}-{fmt_count(train[-1].objects)}; object-store latency "
                f"{latency or 'none added'})"),
-        train_values=[float(lv[0].objects) for lv in levels[:-1]],
+        train_values=[float(lv[0].objects) for lv in lvs[:-1]],
         train_runs=sorted({p.run_key for p in train}), test_runs=sorted({p.run_key for p in test}),
         n_train=len(train), n_test=len(test), test_domain={"objects": [float(test[0].objects), float(test[-1].objects)]},
         status="ok" if ok else "failed", reason=None if ok else f"|error| {abs(err):.1f} % > {OPEN_TARGET_PCT:g} %",
