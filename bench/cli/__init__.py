@@ -32,7 +32,7 @@ def cmd_aggregate(args) -> int:
     checks = res.models.get("validation") or []
     if checks:
         print("held-out checks: " + ", ".join(f"{s} {n}" for s, n in sorted(
-            {s: sum(1 for v in checks if v["status"] == s) for s in ("ok", "failed", "insufficient")}.items())))
+            {s: sum(1 for v in checks if v["status"] == s) for s in ("ok", "failed", "inconclusive", "insufficient")}.items())))
     for h in (res.models.get("projection") or {}).get("headline", []):
         what = (f"{h['value_text']} (held-out error <= {h['error_pct']:.1f} %)" if h["status"] == "validated"
                 else f"not validated: {h['reason']}")

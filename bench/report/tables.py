@@ -558,8 +558,9 @@ def measured_lines(t) -> list[str]:
     for (system, axis), vs in checks.items():
         worst = max(vs, key=lambda v: abs(v["error_pct"]))
         failed = sum(1 for v in vs if v["status"] == "failed")
+        unsure = sum(1 for v in vs if v["status"] == "inconclusive")
         out.append(f"Held-out {axis} check{'s' if len(vs) > 1 else ''} of the {short(system)} model: {len(vs)} "
-                   f"({failed} failed); the largest error at {worst['label']}: predicted {fmt_num(worst['predicted_s'])} s "
+                   f"({failed} failed{f', {unsure} inconclusive' if unsure else ''}); the largest error at {worst['label']}: predicted {fmt_num(worst['predicted_s'])} s "
                    f"vs measured {fmt_num(worst['measured_s'])} s, {worst['error_pct']:+.1f} % "
                    f"(target ±{fmt_num(worst['target_pct'])} %).")
     out += host_lines(t)

@@ -443,3 +443,19 @@ def test_a_tail_fit_holding_a_tail_at_or_beyond_the_held_out_level_is_refused():
     with pytest.raises(mdl.FitRefused, match="tail"):
         fit_model(pts, "shared", held_out=("tail", 64 * MiB))
     fit_model(pts[:6], "shared", held_out=("tail", 64 * MiB))  # the lower levels only: fitted
+
+
+def test_a_miss_within_the_noise_of_the_held_out_median_is_inconclusive():
+    """Beyond the target but within two standard errors of the held-out median (the training
+    moves' spread about the fit): inconclusive, which no axis rests on; the same miss after
+    exact training moves: failed."""
+    def check(scatter):
+        pts = _tails((4, 16, 64), slow_above=16, factor=1.6)
+        pts = [replace(p, move_seconds=p.move_seconds + (scatter if i % 2 else -scatter)) if i < 6 else p
+               for i, p in enumerate(pts)]
+        [c] = [v for v in validate(pts, "shared", axes=("tail",)) if v["axis"] == "tail"]
+        return c
+    c = check(1.5)
+    assert c["status"] == "inconclusive" and c["error_pct"] == pytest.approx(-35.0, abs=0.5) and "noise" in c["reason"], c
+    c = check(0.0)
+    assert c["status"] == "failed" and c["error_pct"] == pytest.approx(-37.5, abs=0.5), c

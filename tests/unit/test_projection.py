@@ -307,3 +307,24 @@ def test_a_results_folder_of_two_commits_projects_with_the_newest():
     pts = [replace(copy_pt(8 * MiB), version=v) for v in ("aaa", "bbb")]  # no move of ccc's run fits
     assert newest_version(runs, "replication", pts) == "bbb"
     assert run_version({}) is None
+
+
+def test_the_budget_check_pools_the_ingest_rates_into_one_median():
+    """The ingest is an input of a budget prediction (it sets the steady traffic), so moves at
+    several rates form one family: one check, its median over every rate's moves."""
+    thr = [copy_pt(s, 6.25e6, rate, key=f"t{s}-{rate}") for s in (8 * MiB, 32 * MiB) for rate in (50, 100)]
+    link = [_budget_pt(copy_pt(32 * MiB, 6.25e6, rate, key=f"l{rate}-{k}"), link=12.5e6)
+            for rate in (50, 100) for k in range(2)]
+    [c] = [v for v in mdl.validate(thr + link, "replication", axes=("budget",)) if v["status"] != "insufficient"]
+    assert c["status"] == "ok" and c["n_train"] == 4 and c["n_test"] == 4 and "ingest" not in c["label"], c
+    assert c["error_pct"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_inconclusive_check_neither_validates_nor_fails_its_axis():
+    unsure = {"system": "shared", "axis": "size", "status": "inconclusive", "error_pct": -35.0, "target_pct": 30.0,
+              "label": "32 MiB", "reason": "|error| 35.0 % > 30 %, but ... within the noise of the held-out median"}
+    v = projection.validity("shared", [unsure])
+    assert not v.validated and "no passing held-out size check" in v.reason and "noise" in v.reason
+    ok = dict(unsure, status="ok", error_pct=-10.0, reason=None)
+    v = projection.validity("shared", [unsure, ok])
+    assert v.validated and v.error_pct == pytest.approx(10.0)

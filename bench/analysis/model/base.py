@@ -37,8 +37,10 @@ AXES: dict[str, tuple[str, ...]] = {
     # the fixed cost with the rate on moves of one copy size)
     "ingest": ("produce_rate_msgs_per_s", "ingest_bytes_per_s", "prefill_bytes_per_partition"),
     # the link budget: moves the link's rest caps (after the steady traffic) predicted from moves
-    # their throttle caps, of every size (the size is an input of the prediction)
-    "budget": ("prefill_bytes_per_partition", "replication_throttle_bytes_per_s", "replication_throttle_of_link",
+    # their throttle caps, of every size and ingest rate (both inputs of the prediction: the
+    # nominal ingest sets the steady traffic, so the rate's moves pool into one median)
+    "budget": ("prefill_bytes_per_partition", "produce_rate_msgs_per_s", "ingest_bytes_per_s",
+               "replication_throttle_bytes_per_s", "replication_throttle_of_link",
                "objstore_bandwidth_bytes_per_s", "move_budget_of_link",
                *sorted({p.move_budget for p in PROFILES.values() if p.move_budget})),
     # handover: the unuploaded tail at the request, set by what the partition holds (its prefill,
@@ -59,7 +61,7 @@ AXES_DOTTED: dict[str, tuple[str, ...]] = {
              "prefill.bytes_per_partition",
              *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
     "ingest": ("workload.produce_rate_msgs_per_s", "prefill.bytes_per_partition"),
-    "budget": ("prefill.bytes_per_partition", "system.replication_throttle_bytes_per_s",
+    "budget": ("prefill.bytes_per_partition", "workload.produce_rate_msgs_per_s", "system.replication_throttle_bytes_per_s",
                "system.replication_throttle_of_link", "system.objstore_bandwidth_bytes_per_s",
                "system.move_budget_of_link", *sorted(f"system.{p.move_budget}" for p in PROFILES.values() if p.move_budget)),
     "tail": ("prefill.bytes_per_partition",),
