@@ -276,6 +276,12 @@ def article_budget(m: mdl.MoveModel, link: float, ingest: float = ARTICLE_INGEST
     return LinkBudget(link, tuple(m.kind.steady_terms(ingest, production_rf(m.system), groups)))
 
 
+# Axes whose small values rest on a fitted intercept: the untiered relation's a (the active
+# segment's mean fill) carries a backlog below the measured ones, so a projection there
+# extrapolates too, by the smallest measured value over the projected one.
+BELOW_EXTRAPOLATES = ("untiered",)
+
+
 def domain(system: str, m: mdl.MoveModel, validation: list[dict[str, Any]], inputs: dict[str, float]
            ) -> dict[str, dict[str, Any]]:
     """Per domain axis of a projected value: its value, the range the model was fitted on, the
@@ -288,11 +294,14 @@ def domain(system: str, m: mdl.MoveModel, validation: list[dict[str, Any]], inpu
         held = [v for v in ok if axis in v["test_domain"]]
         top = max(held, key=lambda v: v["test_domain"][axis][1]) if held else None
         hmax = top["test_domain"][axis][1] if top else None
-        factor = value / hmax if hmax else None
+        measured = m.untiered["backlog"] if axis == "untiered" and m.untiered else m.domain.get(axis)
+        factor, below = (value / hmax if hmax else None), False
+        if axis in BELOW_EXTRAPOLATES and measured and factor is not None and 0 < value < measured[0]:
+            factor, below = measured[0] / value, True
         bound = EXTRAPOLATION_BOUNDS[axis]
-        out[axis] = {"projected": value, "measured": m.domain.get(axis), "held_out_max": hmax,
+        out[axis] = {"projected": value, "measured": measured, "held_out_max": hmax,
                      "error_pct": top["error_pct"] if top else None, "check": top["label"] if top else None,
-                     "factor": factor, "bound": bound, "within": factor is not None and factor <= bound}
+                     "factor": factor, "below": below, "bound": bound, "within": factor is not None and factor <= bound}
     return out
 
 
@@ -304,6 +313,9 @@ def extrapolation_reason(dom: dict[str, dict[str, Any]]) -> str | None:
             continue
         if d["held_out_max"] is None:
             beyond.append(f"{DOMAIN_WORDS[axis]}: no passing held-out check reaches it")
+        elif d.get("below"):
+            beyond.append(f"{DOMAIN_WORDS[axis]} {_axis_value(axis, d['projected'])} is {_times(d['factor'])} below the "
+                          f"smallest measured {_axis_value(axis, d['measured'][0])} (bound {d['bound']:g}x)")
         else:
             beyond.append(f"{DOMAIN_WORDS[axis]} {_axis_value(axis, d['projected'])} is {_times(d['factor'])} the "
                           f"largest held-out {_axis_value(axis, d['held_out_max'])} (bound {d['bound']:g}x)")
@@ -333,7 +345,8 @@ def validity_text(dom: dict[str, dict[str, Any]]) -> str:
             parts.append(f"{DOMAIN_WORDS[axis]}: not checked")
             continue
         err = f"{d['error_pct']:+.1f} %" if d["error_pct"] is not None else "n/a"
-        ext = (f"extrapolated {_times(d['factor'])}" if d["factor"] > 1 else "within")
+        ext = (f"extrapolated {_times(d['factor'])}{' below' if d.get('below') else ''}" if d["factor"] > 1
+               else "within")
         parts.append(f"{DOMAIN_WORDS[axis]}: held-out error {err} up to {_axis_value(axis, d['held_out_max'])}; {ext}")
     return "; ".join(parts)
 

@@ -328,3 +328,18 @@ def test_an_inconclusive_check_neither_validates_nor_fails_its_axis():
     ok = dict(unsure, status="ok", error_pct=-10.0, reason=None)
     v = projection.validity("shared", [unsure, ok])
     assert v.validated and v.error_pct == pytest.approx(10.0)
+
+
+def test_a_backlog_below_the_untiered_relation_s_measured_ones_is_extrapolation():
+    """The cluster's 1 MB/s partitions (backlog 0.028 segments of 1 GiB) rest on the relation's
+    intercept, measured at backlogs 1.43-2.86: 51x below, beyond the 10x bound; the article's
+    partition (2.79) lies within."""
+    pts = [tiered_pt(s, 4 * MiB, key=f"t{s}") for s in (1 * MiB, 8 * MiB, 32 * MiB)]
+    m = replace(mdl.fit_model(pts, "tiered"), untiered={"a": 0.5, "b": 0.5, "backlog": [1.43, 2.86]})
+    check = {"system": "tiered", "axis": "untiered", "status": "ok", "error_pct": 3.6, "label": "backlog 2.86",
+             "test_domain": {"untiered": [2.86, 2.86]}, "fit": {"version": m.version}}
+    low = projection.domain("tiered", m, [check], {"untiered": 0.028})["untiered"]
+    assert low["below"] and low["factor"] == pytest.approx(1.43 / 0.028) and not low["within"]
+    assert "below the smallest measured 1.43" in projection.extrapolation_reason({"untiered": low})
+    art = projection.domain("tiered", m, [check], {"untiered": 2.79})["untiered"]
+    assert not art["below"] and art["within"] and projection.extrapolation_reason({"untiered": art}) is None
