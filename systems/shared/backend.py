@@ -67,6 +67,13 @@ class SharedPartition(Partition):
         store = StreamStore(backend, self._notify)
         super().__init__(backend.broker.id, info, store)
         self.store: StreamStore = store
+        self.upload_lock = asyncio.Lock()
+        self._confirm_waiters: list[tuple[int, asyncio.Future]] = []
+        self._open_state()
+
+    def _open_state(self) -> None:
+        """What one open of the partition builds, from IDLE (a new object, or one led again)."""
+        self.state = IDLE
         self.leading = False
         self.incarnation = -1  # broker epoch under which the streams were opened
         self.data_sid = self.meta_sid = -1
@@ -78,10 +85,8 @@ class SharedPartition(Partition):
         self.unuploaded = 0  # WAL-durable, not yet in stream objects
         self.restored = False  # producer state and checkpoints loaded from the meta stream
         self._move = None
-        self.upload_lock = asyncio.Lock()
         self.recovery_task: asyncio.Task | None = None
         self.close_task: asyncio.Task | None = None
-        self._confirm_waiters: list[tuple[int, asyncio.Future]] = []
         self.ended_at_epoch: int | None = None  # the leader epoch it was closed or fenced under
 
     def _notify(self) -> None:
@@ -187,13 +192,9 @@ class SharedPartition(Partition):
 
     def _reset_for_open(self) -> None:
         log.info("%s-%d led again at leader epoch %d: opening it afresh", self.topic, self.index, self.info.leader_epoch)
-        self.state, self.closed, self.leading, self.restored = IDLE, False, False, False
-        self.incarnation = self.data_sid = self.meta_sid = self.data_epoch = self.meta_epoch = -1
-        self.meta_end = self.pending_bytes = self.unuploaded = 0
-        self.durable_producers, self.leader_epochs, self._move = ProducerStateTable(), [], None
-        self.recovery_task = self.close_task = None
-        self.ended_at_epoch = None
+        self.closed = False
         self.store = StreamStore(self.backend, self._notify)  # the old one's cache and blocks are stale
+        self._open_state()
 
     def fence(self, why: str) -> None:
         if self.state in (CLOSED, FENCED):
