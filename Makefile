@@ -29,7 +29,7 @@ test-slow: $(STAMP)
 
 # The main job (about 15 minutes on 2 cores): the three systems in their production configurations,
 # calibrate (every held-out axis of the move models, with and without the move budget), tiered-tail
-# (the tiered copy's bytes relation), shared-tail (the shared move by its unuploaded tail), drain (the cluster cases' check) and consume-move (consumer groups across a move, then a broker killed); then the Spark tables, the models, the headline
+# (the tiered copy's bytes relation), shared-tail (the shared move by its unuploaded tail, upload and snapshot handoffs), drain (the cluster cases' check) and consume-move (consumer groups across a move, then a broker killed); then the Spark tables, the models, the headline
 # and the report. The run-level suite, 3 runs per configuration (about 55 minutes): make bench-full.
 bench: $(STAMP)
 	$(PY) -m bench suite default
@@ -63,7 +63,8 @@ bench-throughput: $(STAMP)
 
 # AutoMQ's reassignment workload (workloads/scenarios/automq-reassign.yaml): the highest rate each
 # system sustains with p99 ack latency <= 1 s, the CPU of every process and the load generator's
-# CPU per 1,000 messages (docs/measurements/automq.md); needs root or CAP_NET_ADMIN. Up to ~12 minutes.
+# CPU per message at every step, the shared system's PUT bytes per acked byte (docs/measurements/automq.md);
+# needs root or CAP_NET_ADMIN. Up to ~10 minutes.
 .PHONY: bench-automq
 bench-automq: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_automq_bench.py --benchmark-only \

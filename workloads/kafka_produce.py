@@ -59,6 +59,7 @@ import workloads.shapes as _shapes  # module import: keeps shape classes out of 
 from workloads.messages import (  # noqa: E402,F401
     ID_HEADER, PREFILL_HEADER, PRODUCER_ACKS, PRODUCER_HEADER, PRODUCER_LINGER_MS,
 )
+from workloads.pacing import PartitionPacer, round_size  # noqa: E402
 from workloads.topics import parse_topics, topic_of_user  # noqa: E402
 
 # Errors after which the message was certainly not written (never left the client, or the
@@ -166,6 +167,12 @@ class KafkaProducerUser(User):
     Pacing: every ``tick_s`` the user sends the messages it owes (credit accumulates at the
     current rate / user count, at most one second's worth), serves delivery reports with
     ``poll(0)`` (never a blocking call: this runs on gevent) and hands the history rows over.
+
+    Round-robin sends (they name their partition) are paced per partition by
+    :class:`workloads.pacing.PartitionPacer`: handed to the client at the end of a tick, only while
+    none of the partition's earlier messages is unanswered, one request's worth at a time (why:
+    that module). A message's latency still runs from its creation (``ts``). Keyed sends leave the
+    partition to the client's partitioner and go to the client at once.
     """
 
     tick_s = 0.005
@@ -196,12 +203,8 @@ class KafkaProducerUser(User):
         self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
         self.size = len(self.payload)
         # linger.ms: the scenario's workload.linger_ms, default 5 ms (the client's own default,
-        # workloads/messages.py). An idempotent librdkafka producer allows 5 requests in flight per
-        # broker, and while all 5 wait for acks with a batch ready to go its broker thread
-        # busy-polls (millions of wakeups a second; docs/measurements/automq.md): at 5 ms five
-        # requests cover 25 ms of production, so against a system that acks later (the shared
-        # system acks after a WAL PUT) the load process spends more CPU per message. That is
-        # measured (the report's sensitivity table), not tuned away here.
+        # workloads/messages.py). What the client holds at once is bounded per partition (the
+        # class's docstring: no busy-poll while an acknowledgement is awaited).
         conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": PRODUCER_ACKS, "enable.idempotence": True,
                 "linger.ms": int(o.kafka_linger_ms), "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
                 "partitioner": "murmur2_random"}
@@ -236,6 +239,7 @@ class KafkaProducerUser(User):
         self.credit = 0.0
         self.last = time.monotonic()
         self.t0 = time.monotonic()
+        self.pacer = PartitionPacer(round_size(conf, self.size), self._produce)
         _active.append(self)
 
     # -- sending ---------------------------------------------------------------------------
@@ -260,16 +264,33 @@ class KafkaProducerUser(User):
             topic, part = self.tps[self.rr % len(self.tps)]
             kw = {"partition": part}
 
-        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic):
+        tp = (topic, kw["partition"]) if "partition" in kw else None
+
+        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic, tp=tp):
             self._delivered(err, msg, msg_id, ts, topic)
+            if tp is not None:
+                self.pacer.answered(tp)
 
         if self.stats is not None:
             self.stats.produced += 1
+        call = (msg_id, ts, topic, headers, kw, done)
+        if tp is not None and not self.draining:
+            self.pacer.hold(tp, call)  # to the client at the end of the tick, or when tp is answered
+            return
+        self._produce(call)
+
+    def _produce(self, call) -> bool:
+        """One message to the client; False if it refused it (recorded as failed)."""
+        msg_id, ts, topic, headers, kw, done = call
+        if self.producer is None:
+            return False
         try:
             self.producer.produce(topic, value=self.payload, headers=headers, on_delivery=done, **kw)
         except (BufferError, KafkaException) as exc:
             # Never enqueued: certainly not written.
             self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, f"{type(exc).__name__}: {exc}")
+            return False
+        return True
 
     def _delivered(self, err, msg, msg_id: int, ts: float, topic: str) -> None:
         now = time.time()
@@ -324,12 +345,13 @@ class KafkaProducerUser(User):
                 n = int(self.credit)
                 self.credit -= n
             else:
-                n = max(0, min(1000, self.max_queued - len(p)))
+                n = max(0, min(1000, self.max_queued - len(p) - self.pacer.held_count()))
             self.last = now
             for i in range(n):
                 self._send_one()
                 if i % 200 == 199:
                     p.poll(0)
+            self.pacer.release_idle()
         p.poll(0)
         self._hand_over()
         gevent.sleep(self.tick_s)
@@ -346,6 +368,7 @@ class KafkaProducerUser(User):
         p = self.producer
         if p is None:
             return 0
+        self.pacer.release_all()  # what the user holds goes to the client now, to be flushed
         deadline = time.monotonic() + timeout_s
         while len(p) > 0 and time.monotonic() < deadline:
             p.poll(0)

@@ -298,10 +298,13 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
 
     from locust.env import Environment
 
-    from bench.history.store import HistoryWriter
+    from bench.history.store import HistoryWriter, to_table
     from workloads import kafka_produce as kp
     from workloads.shapes import make_shape
 
+    # pyarrow imports pandas at its first conversion (~0.5 s on 2 cores): done now, not at the
+    # history's first flush, where it stalled every producer (the gevent loop) for half a second.
+    to_table([])
     stats = LiveStats()
     # A topic's "producers" (the scenario's Topic.producers): its own users, producing to it only.
     topics = ",".join(f"{t['name']}:{t['partitions']}" + (f":{t['producers']}" if t.get("producers") else "")
@@ -454,9 +457,10 @@ def drive_consumers(spec: dict[str, Any]) -> int:
 
     from locust.env import Environment
 
-    from bench.history.store import HistoryWriter
+    from bench.history.store import HistoryWriter, to_table
     from workloads import kafka_consume as kc
 
+    to_table([])  # pyarrow's first conversion imports pandas: before the members start (see drive)
     parent = os.getppid()
     t0 = time.monotonic()
     give_up = t0 + float(spec.get("max_s", 3600))

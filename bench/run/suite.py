@@ -10,9 +10,10 @@ the object store 30 ms away (p99 80 ms).
   one after another, the links stepped to 1gbit: every held-out axis of the move models, size,
   ingest, link and the link budget, from one run each), ``tiered-tail`` (tiered storage only: the
   untiered tail a new replica copies, sampled at three ingest rates, the bytes relation of its TB
-  projection), ``shared-tail`` (shared storage only: nine partitions with 4, 16 and 64 MiB not yet
-  uploaded under AutoMQ's 512 MiB upload threshold, moved one after another: the held-out check of
-  the tail its TB projection uploads at the close), ``drain`` (broker 1's partitions moved off it two at a time: the held-out check of
+  projection), ``shared-tail`` (shared storage only: fifteen partitions with 4, 16 and 64 MiB not
+  yet uploaded under AutoMQ's 512 MiB upload threshold, moved one after another, once with each
+  handoff: the held-out check of the tail the upload handoff's TB projection uploads at the close,
+  and the snapshot handoff's moves beside it), ``drain`` (broker 1's partitions moved off it two at a time: the held-out check of
   the cluster cases), then ``consume-move`` (consumer groups across a move, then a broker killed
   under load and restarted), once each.
 * ``full`` (about 55 minutes): the run-level suite, each configuration 3 times (``REPETITIONS``):
@@ -64,7 +65,7 @@ SUITES: dict[str, list[Entry]] = {
     "default": [
         Entry("calibrate", [], 1),  # its matrix: with and without the move budget
         Entry("tiered-tail", [], 1, own_system=True),  # what a new tiered replica copies: the bytes relation
-        Entry("shared-tail", [], 1, own_system=True),  # the shared move by its unuploaded tail: its check to 64 MiB
+        Entry("shared-tail", [], 1, own_system=True),  # the shared move by its unuploaded tail, both handoffs
         Entry("drain", [], 1),  # the cluster cases' held-out check: broker 1 drained, 2 moves at a time
         Entry("consume-move", [], 1),  # a move and a broker kill under load, consumer groups reading
     ],

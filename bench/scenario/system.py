@@ -123,6 +123,8 @@ _VALUE_TYPES: dict[str, Any] = {
 
 
 def _field(st: ScenarioSetting) -> tuple[Any, Any]:
+    if st.type == "choice":
+        return Optional[Literal[st.choices]], Field(default=None, description=st.doc)
     bounds = {k: v for k in ("gt", "ge", "le") if (v := getattr(st, k)) is not None}
     value = Annotated[_VALUE_TYPES[st.type], Field(**bounds)] if bounds else _VALUE_TYPES[st.type]
     return Optional[value], Field(default=None, description=st.doc)

@@ -17,8 +17,9 @@ Settings = Mapping[str, Any]
 # What a scenario setting holds. bytes / bytes_per_s: a byte count (4096 or "64MiB", parsed by the
 # harness); milliseconds: a number; bool: true or false; share_of_link: a number in (0, 1], a share
 # of the brokers' emulated link (network.link_rate) that the harness turns into the bytes/s of the
-# setting named by `gives` (None: the profile's `move_budget`, see MOVE_BUDGET_OF_LINK).
-SettingType = Literal["bytes", "bytes_per_s", "milliseconds", "bool", "share_of_link"]
+# setting named by `gives` (None: the profile's `move_budget`, see MOVE_BUDGET_OF_LINK); choice: one
+# of the setting's `choices`.
+SettingType = Literal["bytes", "bytes_per_s", "milliseconds", "bool", "share_of_link", "choice"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class ScenarioSetting:
     # Its value in production and the source (bytes, bytes_per_s and milliseconds settings): what
     # the scale model compares a scaled run's value with. None: not a scaled setting.
     production: Production | None = None
+    choices: tuple[str, ...] = ()  # a choice setting's values
 
     def value(self, s: Settings) -> Any:
         """The setting in the scenario's settings, else the system's default."""
@@ -214,6 +216,9 @@ class SystemProfile:
     # samples what a new replica would copy (the untiered tail, bench/run/observe.py) with them, the
     # relation a TB-scale projection of its copy rests on. None: nothing is tiered.
     tiering: Callable[[Settings, Mapping[str, Any]], dict[str, float]] | None = None
+    # Scenario settings whose value the system's move model describes: a move run under another
+    # value is another configuration (measured and reported beside it, not fitted or projected).
+    model_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def services(self) -> tuple[Service, ...]:

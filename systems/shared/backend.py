@@ -39,9 +39,9 @@ from systems.core.rpc import RpcError, RpcUnavailable
 from systems.shared import formats
 from systems.shared.objstore import ObjectStore, ObjectStoreError, TokenBucket
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
-from systems.shared.settings import SharedSettings, s3_config
+from systems.shared.settings import SharedSettings, failpoint, s3_config
 from systems.shared.store import StreamStore
-from systems.shared.streams import STREAM_FENCED, STREAM_NOT_CLOSED, STREAM_NOT_FOUND, StreamRegistry
+from systems.shared.streams import OPENED, STREAM_FENCED, STREAM_NOT_CLOSED, STREAM_NOT_FOUND, StreamRegistry
 
 log = logging.getLogger("shared.backend")
 
@@ -83,6 +83,9 @@ class SharedPartition(Partition):
         self.leader_epochs: list[list[int]] = []
         self.pending_bytes = 0  # appended, not yet WAL-durable
         self.unuploaded = 0  # WAL-durable, not yet in stream objects
+        # By reference (snapshot handoff): the durable WAL ranges not yet committed to the data
+        # stream, in offset order: (key, object size, range).
+        self.wal_refs: list[tuple[str, int, dict]] = []
         self.restored = False  # producer state and checkpoints loaded from the meta stream
         self._move = None
         self.recovery_task: asyncio.Task | None = None
@@ -200,6 +203,8 @@ class SharedPartition(Partition):
         if self.state in (CLOSED, FENCED):
             return
         log.warning("%s-%d fenced: %s", self.topic, self.index, why)
+        self.backend.broker.events.emit("shared_partition_fenced", topic=self.topic, partition=self.index,
+                                        reason=why, end_offset=self.store.confirmed)
         self.ended_at_epoch = self.info.leader_epoch
         self.state = FENCED
         self.leading = False
@@ -259,7 +264,7 @@ class SharedBackend(Backend):
         self.wal_objects: dict[int, tuple[str, int, dict]] = {}  # seq -> (key, broker epoch, {sid: max last})
         self.covered: dict[int, tuple[int, int]] = {}  # stream id -> (epoch, end) uploaded by us
         self.cache_total = 0
-        self.stats = {"uploads": 0, "upload_bytes": 0, "forced_uploads": 0, "forced_upload_bytes": 0,
+        self.stats = {"uploads": 0, "upload_bytes": 0, "forced_uploads": 0, "forced_upload_bytes": 0, "ref_bytes": 0,
                       "wal_trimmed": 0, "moves_out": 0, "opens": 0}
         self._seen_epoch = -1
 
@@ -363,7 +368,8 @@ class SharedBackend(Backend):
     async def recover(self, p: SharedPartition) -> None:
         t0 = time.monotonic()
         delay = 0.02
-        res = None
+        res = self._opened_for_me(p)  # the election opened the streams for this broker
+        preopened = res is not None
         while res is None:
             if p.state != RECOVERING or p.info.leader != self.broker.id:
                 return
@@ -387,9 +393,15 @@ class SharedBackend(Backend):
         p.meta_sid, p.meta_epoch, p.meta_end = meta["id"], meta["epoch"], meta["end"]
         p.store.reset(data["start"], data["end"], data["ranges"])
         doc, replay_bytes, mode = None, 0, "new"
+        # The last snapshot close's state, newer than the meta stream's document: the clean path if
+        # the stream ends where it did (a move), else the unclean one from its producer snapshot (the
+        # owner it went to appended, then died).
+        handoff = meta.get("handoff")
         while True:
             try:
-                if meta["ranges"]:
+                if handoff is not None:
+                    doc = handoff
+                elif meta["ranges"]:
                     r = meta["ranges"][-1]
                     buf = await self.store.aget_range(r["key"], r["pos"], r["len"])
                     replay_bytes += len(buf)
@@ -402,7 +414,7 @@ class SharedBackend(Backend):
                     producers = ProducerStateTable.from_snapshot(snap["producers"])
                     p.leader_epochs = [list(x) for x in doc.get("leader_epoch_checkpoint", [])]
                     if pm.get("cleaned_shutdown") and pm.get("end_offset") == end:
-                        mode = "clean"
+                        mode = "handoff" if handoff is not None else "clean"
                     else:
                         mode = "unclean"
                         frm = snap["offset"]
@@ -441,9 +453,23 @@ class SharedBackend(Backend):
         self.broker.events.emit("shared_partition_opened", topic=p.topic, partition=p.index,
                                 move_id=move.get("move_id"), **{"from": move.get("from")}, to=self.broker.id,
                                 open_ms=_ms(t0, t_open), replay_ms=_ms(t_open, t1), recovery=mode,
+                                preopened=preopened,
                                 replay_bytes=replay_bytes, end_offset=data["end"], leader_epoch=p.leader_epoch,
                                 data_objects=len(data["ranges"]),  # every range the open got and indexed
                                 stream_epoch=p.data_epoch, producer_ids=sorted(producers.producers))
+        if move.get("to") == self.broker.id and move.get("cause") == "reassign":
+            failpoint(self.settings, "target.serving", self.broker.events)
+
+    def _opened_for_me(self, p: SharedPartition) -> dict | None:
+        """The partition's streams as this broker's metadata shows them, if they are open for this
+        incarnation already; else None (the open request does it)."""
+        data, meta = self.reg.partition_streams(p.topic_id, p.index)
+        me = (self.broker.id, self.broker.epoch)
+        if data is None or meta is None or any(s.state != OPENED or (s.owner, s.owner_epoch) != me
+                                               for s in (data, meta)):
+            return None
+        p.incarnation = self.broker.epoch
+        return {"data": data.to_dict(), "meta": meta.to_dict()}
 
     def _last_move(self, p) -> dict:
         return self.reg.last_move.get((p.topic_id, p.index)) or {}
@@ -460,7 +486,9 @@ class SharedBackend(Backend):
             p.closed = True
             p.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
             return None
-        p.state = CLOSING
+        p.state = CLOSING  # from here it accepts no write
+        self.broker.events.emit("shared_partition_closing", topic=p.topic, partition=p.index, reason=why,
+                                end_offset=p.store.leo)
         p.close_task = asyncio.get_running_loop().create_task(self._close(p, prev, why, elect))
         p.close_task.add_done_callback(lambda _t: self._reopen_if_led(p))
         return p.close_task
@@ -480,6 +508,8 @@ class SharedBackend(Backend):
                 p.state = CLOSED
                 return
         try:
+            if why == "moved":
+                failpoint(self.settings, "source.closing", self.broker.events)
             # In-flight appends become durable (and are acknowledged) before anything else.
             self.wal.flush_now()
             while not await p.wait_confirmed(p.store.leo, 1.0):
@@ -493,6 +523,10 @@ class SharedBackend(Backend):
                                             elect=elect)
                 p.state = CLOSED
                 p.closed = True
+                return
+            if self.settings.handoff == "snapshot":
+                failpoint(self.settings, "source.before_handoff", self.broker.events)
+                await self._hand_off(p, why, elect, t0, t_wal)
                 return
             async with p.upload_lock:
                 # Step 3: persist the meta stream, marked as a clean shutdown.
@@ -524,7 +558,7 @@ class SharedBackend(Backend):
             m = p._move or {}
             self.broker.events.emit("shared_partition_closed", topic=p.topic, partition=p.index, reason=why,
                                     move_id=m.get("move_id"), **{"from": self.broker.id}, to=m.get("to"),
-                                    wal_wait_ms=_ms(t0, t_wal), meta_persist_ms=_ms(t_wal, t_meta),
+                                    handoff="upload", wal_wait_ms=_ms(t0, t_wal), meta_persist_ms=_ms(t_wal, t_meta),
                                     force_upload_ms=_ms(t_meta, t_up), force_upload_bytes=forced,
                                     stream_close_ms=_ms(t_up, t_close), close_total_ms=_ms(t0, t_close),
                                     data_objects=len(p.store.ranges),  # the close walks none of them
@@ -539,6 +573,38 @@ class SharedBackend(Backend):
             p.fence("close failed")
         finally:
             p.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
+
+    async def _hand_off(self, p: SharedPartition, why: str, elect: bool, t0: float, t_wal: float) -> None:
+        """The snapshot close (AutoMQ V6): one controller call commits the tail's WAL ranges by
+        reference, closes the streams with the final partition state on the meta stream, and
+        elects (and opens for) the target, which serves from that state: nothing is PUT or GET
+        between the WAL's last write and the target serving."""
+        async with p.upload_lock:
+            refs = self._ref_objects([p])
+            doc = p.meta_doc(clean=True)
+            res = await self._rpc_retry("shared_close_streams", p, topic_id=p.topic_id, partition=p.index,
+                                        epochs={str(p.data_sid): p.data_epoch, str(p.meta_sid): p.meta_epoch},
+                                        elect=elect, objects=refs, handoff=doc)
+            t_close = time.monotonic()
+        if res.get("rejected"):
+            raise _Fenced(f"close rejected: {res['rejected']}")
+        failpoint(self.settings, "source.after_handoff", self.broker.events)
+        tail = sum(r["len"] for o in refs for r in o["ranges"])
+        for o in refs:
+            for r in o["ranges"]:
+                self._committed(p, o["key"], r)
+        p.state = CLOSED
+        p.closed = True
+        self.stats["moves_out"] += 1
+        self.stats["ref_bytes"] += tail
+        m = p._move or {}
+        self.broker.events.emit("shared_partition_closed", topic=p.topic, partition=p.index, reason=why,
+                                move_id=m.get("move_id"), **{"from": self.broker.id}, to=m.get("to"),
+                                handoff="snapshot", wal_wait_ms=_ms(t0, t_wal), handoff_ms=_ms(t_wal, t_close),
+                                tail_ref_bytes=tail, tail_ref_objects=len(refs),
+                                handoff_doc_bytes=len(json.dumps(doc, separators=(",", ":"))),
+                                close_total_ms=_ms(t0, t_close), data_objects=len(p.store.ranges),
+                                end_offset=p.store.confirmed, elected=res.get("elected"))
 
     async def _rpc_retry(self, method: str, p: SharedPartition, **params) -> dict:
         delay = 0.05
@@ -594,25 +660,25 @@ class SharedBackend(Backend):
                 delay = min(1.0, delay * 2)
 
     async def _put_commit(self, ssos: list[formats.SsoBuilder], parts: list[SharedPartition],
-                          budget: TokenBucket | None = None) -> dict:
-        """PUT stream-set objects (in parallel) and commit their ranges in one controller call;
-        retried while object storage is down. ``budget``: a rate the PUTs are paced to (the move
-        budget, on the close path)."""
+                          budget: TokenBucket | None = None, refs: list[dict] = ()) -> dict:
+        """PUT stream-set objects (in parallel) and commit their ranges, after the WAL ranges
+        ``refs`` (committed by reference), in one controller call; retried while object storage is
+        down. ``budget``: a rate the PUTs are paced to (the move budget, on the close path)."""
         inc = self.broker.epoch
         objs = []
         for sso in ssos:
             self._sso_seq += 1
             objs.append((f"{self.prefix}/sso/{self.broker.id}-{inc}/{self._sso_seq:012d}", sso.build(), sso))
         await asyncio.gather(*(self._put_retry(k, body, parts, budget) for k, body, _ in objs))
-        res = await self._rpc_retry("shared_commit", parts[0], objects=[
-            {"key": k, "size": len(body), "ranges": sso.ranges} for k, body, sso in objs])
+        objects = [*refs, *({"key": k, "size": len(body), "ranges": sso.ranges} for k, body, sso in objs)]
+        res = await self._rpc_retry("shared_commit", parts[0], objects=objects)
         rejected = res.get("rejected") or {}
         by_sid = {}
         for p in parts:
             by_sid[p.data_sid] = p
             by_sid[p.meta_sid] = p
-        for key, _, sso in objs:
-            for r in sso.ranges:
+        for o in objects:
+            for r in o["ranges"]:
                 p = by_sid[r["stream_id"]]
                 if str(r["stream_id"]) in rejected:
                     if len(parts) == 1:
@@ -620,11 +686,36 @@ class SharedBackend(Backend):
                     p.fence(f"commit rejected ({rejected[str(r['stream_id'])]})")
                     continue
                 if r["stream_id"] == p.data_sid:
-                    p.store.add_range(dict(r, key=key))
-                    p.store.uploaded = r["end"]
-                    p.unuploaded -= r["len"]
-                    self.covered[p.data_sid] = (p.data_epoch, r["end"])
+                    self._committed(p, o["key"], r)
         return res
+
+    def _committed(self, p: SharedPartition, key: str, r: dict) -> None:
+        """A data range of ``p`` is in its stream now."""
+        p.store.add_range(dict(r, key=key))
+        p.store.uploaded = r["end"]
+        p.unuploaded -= r["len"]
+        self.covered[p.data_sid] = (p.data_epoch, r["end"])
+        if p.wal_refs and p.wal_refs[0][2]["start"] < r["end"]:
+            p.wal_refs = [x for x in p.wal_refs if x[2]["end"] > r["end"]]
+
+    def on_wal_durable(self, key: str, size: int, ranges: list[dict], items: list[WalItem]) -> None:
+        """A WAL object and all earlier ones are durable: by reference, its ranges become the
+        partitions' next stream ranges (committed with the next upload round or the close)."""
+        parts = {(it.stream_id, it.epoch): it.part for it in items}
+        for r in ranges:
+            p = parts.get((r["stream_id"], r["epoch"]))
+            if (p is not None and p.data_sid == r["stream_id"] and p.data_epoch == r["epoch"]
+                    and p.incarnation == self.broker.epoch and r["start"] >= p.store.uploaded):
+                p.wal_refs.append((key, size, r))
+
+    @staticmethod
+    def _ref_objects(parts: list[SharedPartition]) -> list[dict]:
+        """The partitions' uncommitted WAL ranges as commit objects, in WAL sequence order."""
+        objs: dict[str, dict] = {}
+        for p in parts:
+            for key, size, r in p.wal_refs:
+                objs.setdefault(key, {"key": key, "size": size, "ranges": []})["ranges"].append(r)
+        return [objs[k] for k in sorted(objs)]
 
     # -- upload path ------------------------------------------------------------------------
     def unuploaded_bytes(self) -> int:
@@ -640,6 +731,7 @@ class SharedBackend(Backend):
             except asyncio.TimeoutError:
                 pass
             self._upload_wake.clear()
+            self.wal.report()
             try:
                 n = self.unuploaded_bytes()
                 due = time.monotonic() - self._last_upload >= self.settings.upload_interval_s
@@ -663,22 +755,26 @@ class SharedBackend(Backend):
         for p in parts:
             await p.upload_lock.acquire()
         t0 = time.monotonic()
+        by_ref = self.settings.by_reference
         try:
             items, live = [], []
             for p in parts:
                 if p.state != READY:
                     continue
-                batches = p.store.cached(p.store.uploaded, p.store.confirmed)
-                if not batches:
+                # By reference only the meta documents are PUT; the data's WAL ranges are committed.
+                batches = [] if by_ref else p.store.cached(p.store.uploaded, p.store.confirmed)
+                if not (p.wal_refs if by_ref else batches):
                     continue
                 items.append((p, batches, p.meta_doc(clean=False)))
                 live.append(p)
             if not live:
                 return
             ssos = self._pack(items)
+            refs = self._ref_objects(live) if by_ref else []
             size = sum(s.size for s in ssos)
+            ref_bytes = sum(r["len"] for o in refs for r in o["ranges"])
             try:
-                await self._put_commit(ssos, live)
+                await self._put_commit(ssos, live, refs=refs)
             except _Fenced as e:
                 for p in live:
                     p.fence(str(e))
@@ -688,8 +784,10 @@ class SharedBackend(Backend):
                     p.meta_end += 1
             self.stats["uploads"] += 1
             self.stats["upload_bytes"] += size
+            self.stats["ref_bytes"] += ref_bytes
             self._last_upload = time.monotonic()
             self.broker.events.emit("shared_upload", partitions=len(live), bytes=size, objects=len(ssos),
+                                    ref_bytes=ref_bytes, ref_objects=len(refs),
                                     backlog_bytes=self.unuploaded_bytes(),
                                     upload_ms=_ms(t0, time.monotonic()))
         finally:
@@ -741,13 +839,22 @@ class WalWriter:
         self.first_ts = 0.0
         self.pending_bytes = 0
         self.seq = 0
-        self.done: dict[int, list[WalItem] | None] = {}
+        # seq -> (items, key, size, ranges) once written (items [] if the write was given up)
+        self.done: dict[int, tuple] = {}
         self.next_confirm = 1
         self.inflight = 0
         self._wake = asyncio.Event()
+        self.written = [0, 0]  # bytes, objects PUT since the last report
 
     def wake(self) -> None:
         self._wake.set()
+
+    def report(self) -> None:
+        """The WAL's PUT bytes since the last report, as a journal counter (with the uploads':
+        what object storage was sent per acknowledged byte)."""
+        if self.written[1]:
+            self.backend.broker.events.emit("shared_wal", bytes=self.written[0], objects=self.written[1])
+            self.written = [0, 0]
 
     def flush_now(self) -> None:
         """Write what is buffered without waiting for the batch interval (a partition is closing)."""
@@ -810,10 +917,10 @@ class WalWriter:
         b = self.backend
         inc = b.broker.epoch
         key = f"{b.prefix}/wal/{b.broker.id}/{inc}/{seq:012d}"
-        ok = False
+        ok, body, ranges = False, b"", []
         try:
             live = [it for it in items if it.part.incarnation == inc and it.part.state in (READY, CLOSING)]
-            body = formats.encode_wal(b.broker.id, inc, seq, live)
+            body, ranges = formats.encode_wal(b.broker.id, inc, seq, live)
             delay = 0.05
             while live:
                 if b.broker.epoch != inc:
@@ -825,23 +932,28 @@ class WalWriter:
                 try:
                     await b.store.aput(key, body)
                     ok = True
+                    self.written[0] += len(body)
+                    self.written[1] += 1
                     break
                 except ObjectStoreError as e:
                     log.warning("WAL write %s failed, retrying: %s", key, e)
                     await asyncio.sleep(delay)
                     delay = min(1.0, delay * 2)
-            if ok:
+            if ok and not b.settings.by_reference:  # by reference, streams own WAL objects
                 streams: dict[int, tuple[int, int]] = {}
                 for it in live:
                     streams[it.stream_id] = (it.epoch, it.last)
                 b.wal_objects[seq] = (key, inc, streams)
         finally:
             self.inflight -= 1
-            self.done[seq] = items if ok else []
+            self.done[seq] = (items, key, len(body), ranges) if ok else ([], key, 0, [])
             while self.next_confirm in self.done:
-                for it in self.done.pop(self.next_confirm):
+                done, dkey, size, ranges = self.done.pop(self.next_confirm)
+                for it in done:
                     self.pending_bytes -= len(it.data)
                     it.part.on_confirmed(it)
+                if ranges and b.settings.by_reference:
+                    b.on_wal_durable(dkey, size, ranges, done)
                 self.next_confirm += 1
             if not ok:
                 for it in items:

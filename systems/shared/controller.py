@@ -29,7 +29,7 @@ from systems.core.rpc import RpcError
 from systems.shared import formats
 from systems.shared.objstore import ObjectStore, ObjectStoreError
 from systems.shared.settings import DEFAULTS as CONFIG_DEFAULTS  # noqa: F401  (the controller's known keys)
-from systems.shared.settings import SharedSettings, s3_config
+from systems.shared.settings import SharedSettings, failpoint, s3_config
 from systems.shared.streams import (OPENED, STREAM_FENCED, STREAM_NOT_CLOSED, STREAM_NOT_FOUND,
                                     STREAM_OUT_OF_ORDER, StreamRegistry)
 
@@ -150,7 +150,14 @@ class SharedController(ControllerExtension):
         self.ctl.events.emit("shared_move_elected", move_id=m["move_id"], topic=p.topic, partition=partition,
                              **{"from": m["from"]}, to=m["to"], how=force or "closed",
                              since_request_s=round(time.time() - t0, 4))
-        return [{"type": "partition_change", "topic_id": topic_id, "partition": partition, "replicas": [m["to"]],
+        # Open the streams for the target in the same append as its election (AutoMQ #1169): it
+        # serves as soon as it sees the change, with no open request and no NOT_LEADER window. A
+        # forced election leaves the open to the target (the old owner may still hold them).
+        to = self.image.brokers.get(m["to"])
+        opens = [] if force is not None or to is None else [
+            {"type": "stream_open", "stream_id": s.id, "epoch": s.epoch + 1, "owner": m["to"],
+             "owner_epoch": to.epoch, "cause": "elect"} for s in (data, meta) if s is not None]
+        return opens + [{"type": "partition_change", "topic_id": topic_id, "partition": partition, "replicas": [m["to"]],
                  "isr": [m["to"]], "leader": m["to"], "leader_epoch": p.leader_epoch + 1,
                  "partition_epoch": p.partition_epoch + 1},
                 {"type": "shared_move_done", "move_id": m["move_id"], "topic_id": topic_id,
@@ -245,35 +252,46 @@ class SharedController(ControllerExtension):
         """objects: [{key, size, ranges}], committed together (one record per object)."""
         async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
-            rejected: dict[str, int] = {}
-            ends: dict[int, int] = {}
-            recs = []
-            for o in objects:
-                ok = []
-                for r in o["ranges"]:
-                    sid = r["stream_id"]
-                    s = self.reg.streams.get(sid)
-                    if s is None:
-                        rejected[str(sid)] = STREAM_NOT_FOUND
-                    elif (s.state != OPENED or s.owner != broker or s.owner_epoch != broker_epoch
-                          or s.epoch != r["epoch"]):
-                        rejected[str(sid)] = STREAM_FENCED
-                    elif s.kind == "data" and r["start"] != ends.get(sid, s.end):
-                        rejected.setdefault(str(sid), STREAM_OUT_OF_ORDER)
-                    else:
-                        ok.append(r)
-                        ends[sid] = r["end"]
-                if ok:
-                    recs.append({"type": "stream_commit", "key": o["key"], "size": o["size"],
-                                 "writer": {"broker": broker, "broker_epoch": broker_epoch}, "ranges": ok})
+            recs, rejected = self._commit_records(broker, broker_epoch, objects)
             self.ctl.commit(recs)
             return {"rejected": rejected, "offset": self.ctl.metalog.end_offset - 1}
 
+    def _commit_records(self, broker: int, broker_epoch: int, objects: list[dict]) -> tuple[list[dict], dict]:
+        rejected: dict[str, int] = {}
+        ends: dict[int, int] = {}
+        recs = []
+        for o in objects:
+            ok = []
+            for r in o["ranges"]:
+                sid = r["stream_id"]
+                s = self.reg.streams.get(sid)
+                if s is None:
+                    rejected[str(sid)] = STREAM_NOT_FOUND
+                elif (s.state != OPENED or s.owner != broker or s.owner_epoch != broker_epoch
+                      or s.epoch != r["epoch"]):
+                    rejected[str(sid)] = STREAM_FENCED
+                elif s.kind == "data" and r["start"] != ends.get(sid, s.end):
+                    rejected.setdefault(str(sid), STREAM_OUT_OF_ORDER)
+                else:
+                    ok.append(r)
+                    ends[sid] = r["end"]
+            if ok:
+                recs.append({"type": "stream_commit", "key": o["key"], "size": o["size"],
+                             "writer": {"broker": broker, "broker_epoch": broker_epoch}, "ranges": ok})
+        return recs, rejected
+
     async def close_streams(self, broker: int, broker_epoch: int, topic_id: str, partition: int,
-                            epochs: dict, elect: bool = True):
+                            epochs: dict, elect: bool = True, objects: list[dict] | None = None,
+                            handoff: dict | None = None):
+        """The source's close (step 4), then the election (step 5). A snapshot handoff also commits
+        the tail's WAL ranges (``objects``) and leaves the partition's final state (``handoff``) on
+        the meta stream, in the same metadata-log append: the target opens from it with no
+        object-store request. A rejected commit closes nothing (the source fences itself)."""
         async with self.ctl._lock:
             self._check_incarnation(broker, broker_epoch)
-            recs, rejected = [], {}
+            recs, rejected = self._commit_records(broker, broker_epoch, objects or [])
+            if rejected:
+                return {"rejected": rejected, "elected": None, "offset": self.ctl.metalog.end_offset - 1}
             for sid, ep in epochs.items():
                 s = self.reg.streams.get(int(sid))
                 if s is None:
@@ -281,14 +299,18 @@ class SharedController(ControllerExtension):
                 if s.state != OPENED or s.owner != broker or s.owner_epoch != broker_epoch or s.epoch != ep:
                     rejected[sid] = STREAM_FENCED
                     continue
-                recs.append({"type": "stream_close", "stream_id": s.id, "epoch": ep, "cause": "close"})
+                rec = {"type": "stream_close", "stream_id": s.id, "epoch": ep, "cause": "close"}
+                if handoff is not None and s.kind == "meta":
+                    rec["handoff"] = handoff
+                recs.append(rec)
             self.ctl.commit(recs)
+            failpoint(self.settings, "controller.before_elect", self.ctl.events)
             elected = None
             if elect:
                 el = self.try_elect(topic_id, partition)
                 if el:
                     self.ctl.commit(el)
-                    elected = el[0]["leader"]
+                    elected = next(r["leader"] for r in el if r["type"] == "partition_change")
             return {"rejected": rejected, "elected": elected, "offset": self.ctl.metalog.end_offset - 1}
 
     # -- background: failover, move timeouts, garbage ---------------------------------
@@ -348,10 +370,23 @@ class SharedController(ControllerExtension):
             delay = min(2.0, delay * 2)
         self._recovering.discard((broker, broker_epoch))
 
+    @staticmethod
+    def _last_wal_seq(s, prefix: str) -> int:
+        """The sequence of the last WAL object of ``prefix`` the stream's ranges reference (0: none)."""
+        for r in reversed(s.ranges):
+            if r["key"].startswith(prefix):
+                return _wal_seq(r["key"])
+        return 0
+
     async def _recover_wal(self, broker: int, broker_epoch: int) -> None:
         t0 = time.monotonic()
         prefix = f"{self.prefix}/wal/{broker}/{broker_epoch}/"
-        keys = sorted(await self.store.alist(prefix))
+        owned = {s.id: s for s in self.reg.owned_by(broker, broker_epoch)}
+        # WAL objects committed by reference (snapshot handoff) hold nothing to replay up to the
+        # oldest of the owned streams' last referenced ones: read only what follows it.
+        done = min((self._last_wal_seq(s, prefix) for s in owned.values()), default=0)
+        listed = sorted(await self.store.alist(prefix))
+        keys = [k for k in listed if _wal_seq(k) > done]
         sem = asyncio.Semaphore(8)
 
         async def get(k):
@@ -359,7 +394,6 @@ class SharedController(ControllerExtension):
                 return await self.store.aget(k)
 
         bufs = await asyncio.gather(*(get(k) for k in keys))
-        owned = {s.id: s for s in self.reg.owned_by(broker, broker_epoch)}
         ends = {sid: s.end for sid, s in owned.items()}
         stopped: set[int] = set()
         pending: dict[int, list] = {}
@@ -408,11 +442,17 @@ class SharedController(ControllerExtension):
                              wal_objects=len(keys), wal_bytes=wal_bytes, recovered_bytes=sso.size,
                              streams=len(owned), recovered_streams=len(pending),
                              recovery_ms=round((time.monotonic() - t0) * 1000, 3))
-        if keys:
+        # What a stream references stays (the garbage collector deletes it once nothing does).
+        drop = [k for k in listed if k not in self.reg.obj_refs]
+        if drop:
             try:
-                await self.store.adelete_many(keys)
+                await self.store.adelete_many(drop)
             except ObjectStoreError as e:
                 log.warning("could not delete replayed WAL objects of broker %d: %s", broker, e)
+
+
+def _wal_seq(key: str) -> int:
+    return int(key.rsplit("/", 1)[-1])
 
 
 def extend_controller(ctl: Controller) -> SharedController:

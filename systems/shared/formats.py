@@ -1,9 +1,13 @@
 """Byte formats of the objects the shared-storage system writes.
 
-WAL object (key `<prefix>/wal/<broker>/<broker_epoch>/<seq:012d>`), one per WAL flush:
-    header  "AWAL" | version u8 | broker i32 | broker_epoch i64 | seq i64 | count i32
-    entries count x ( stream_id i64 | stream_epoch i32 | base i64 | last i64 | max_ts i64 |
-                      length i32 | <length bytes: one Kafka record batch, offsets stamped> )
+WAL object (key `<prefix>/wal/<broker>/<broker_epoch>/<seq:012d>`), one per WAL flush, laid out as
+a stream-set object with a table of its sections up front, so its ranges can be committed to the
+streams by reference (the bytes are PUT once; `shared.handoff: snapshot`):
+    header  "AWAL" | version u8 (2) | broker i32 | broker_epoch i64 | seq i64 | sections i32
+    table   sections x ( stream_id i64 | stream_epoch i32 | start i64 | end i64 | pos i64 | len i64 |
+                         ipos i64 | ilen i64 | max_ts i64 )   positions absolute in the object
+    body    per section: its record batches back to back (offsets stamped), then its index
+            section (below); a stream's batches of one flush form one section
     trailer crc32c u32 of everything before it
 S3 PUTs are atomic, so an object is either whole or absent; the CRC guards against a wrong
 object under a right key.
@@ -25,8 +29,9 @@ from dataclasses import dataclass
 import crc32c
 
 WAL_MAGIC = b"AWAL"
+WAL_VERSION = 2
 _WAL_HDR = struct.Struct(">4sBiqqi")
-_WAL_ENT = struct.Struct(">qiqqqi")
+_WAL_SEC = struct.Struct(">qiqqqqqqq")
 _IDX = struct.Struct(">qqqq")
 
 
@@ -44,14 +49,32 @@ class WalEntry:
     data: bytes
 
 
-def encode_wal(broker: int, broker_epoch: int, seq: int, entries: list) -> bytes:
-    """entries: objects with stream_id, epoch, base, last, max_ts, data."""
-    parts = [_WAL_HDR.pack(WAL_MAGIC, 1, broker, broker_epoch, seq, len(entries))]
+def _sections(entries: list) -> list[tuple[int, int, list]]:
+    """(stream_id, epoch, batches) per run of contiguous offsets of one stream epoch, in the order
+    streams first appear."""
+    runs: dict[tuple[int, int], list[list]] = {}
     for e in entries:
-        parts.append(_WAL_ENT.pack(e.stream_id, e.epoch, e.base, e.last, e.max_ts, len(e.data)))
-        parts.append(e.data)
+        rs = runs.setdefault((e.stream_id, e.epoch), [])
+        if not rs or rs[-1][-1][1] + 1 != e.base:
+            rs.append([])
+        rs[-1].append((e.base, e.last, e.max_ts, e.data))
+    return [(sid, ep, batches) for (sid, ep), rs in runs.items() for batches in rs]
+
+
+def encode_wal(broker: int, broker_epoch: int, seq: int, entries: list) -> tuple[bytes, list[dict]]:
+    """entries: objects with stream_id, epoch, base, last, max_ts, data. Returns the object and its
+    ranges (as a stream-set object's: stream_id epoch start end pos len ipos ilen max_ts)."""
+    sso = SsoBuilder()
+    for sid, ep, batches in _sections(entries):
+        sso.add_data(sid, ep, batches)
+    head = _WAL_HDR.size + _WAL_SEC.size * len(sso.ranges)
+    ranges = [dict(r, pos=r["pos"] + head, ipos=r["ipos"] + head) for r in sso.ranges]
+    parts = [_WAL_HDR.pack(WAL_MAGIC, WAL_VERSION, broker, broker_epoch, seq, len(ranges))]
+    parts += [_WAL_SEC.pack(r["stream_id"], r["epoch"], r["start"], r["end"], r["pos"], r["len"], r["ipos"],
+                            r["ilen"], r["max_ts"]) for r in ranges]
+    parts.append(sso.build())
     body = b"".join(parts)
-    return body + struct.pack(">I", crc32c.crc32c(body))
+    return body + struct.pack(">I", crc32c.crc32c(body)), ranges
 
 
 def decode_wal(buf: bytes) -> tuple[dict, list[WalEntry]]:
@@ -61,15 +84,15 @@ def decode_wal(buf: bytes) -> tuple[dict, list[WalEntry]]:
     if crc32c.crc32c(body) != crc:
         raise FormatError("WAL object CRC mismatch")
     magic, ver, broker, bepoch, seq, count = _WAL_HDR.unpack_from(buf, 0)
-    if magic != WAL_MAGIC or ver != 1:
-        raise FormatError("not a WAL object")
-    pos = _WAL_HDR.size
+    if magic != WAL_MAGIC or ver != WAL_VERSION:
+        raise FormatError("not a WAL object (or another version of the format)")
     out = []
-    for _ in range(count):
-        sid, ep, base, last, mts, n = _WAL_ENT.unpack_from(buf, pos)
-        pos += _WAL_ENT.size
-        out.append(WalEntry(sid, ep, base, last, mts, bytes(buf[pos:pos + n])))
-        pos += n
+    for i in range(count):
+        sid, ep, _start, _end, pos, n, ipos, ilen, _ts = _WAL_SEC.unpack_from(buf, _WAL_HDR.size + i * _WAL_SEC.size)
+        idx = Index(bytes(buf[ipos:ipos + ilen]))
+        for j, (base, last) in enumerate(zip(idx.bases, idx.lasts)):
+            a, b = pos + idx.pos[j], pos + idx.end_pos(j + 1, n)
+            out.append(WalEntry(sid, ep, base, last, idx.max_ts[j], bytes(buf[a:b])))
     return {"broker": broker, "broker_epoch": bepoch, "seq": seq}, out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from systems.core.profile import (MOVE_BUDGET_OF_LINK, JournalMeaning, Production, ScenarioSetting, Service, Settings,
                                   SystemProfile)
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
+from systems.shared.settings import HANDOFFS
 
 # Also the tiered system's (its object store is this one).
 OBJSTORE_BANDWIDTH = ScenarioSetting(
@@ -25,8 +26,14 @@ MOVE_UPLOAD_BYTES = ScenarioSetting(
     doc="Cap on the uploads of a partition's close when it leaves a broker (a move's forced upload of its "
         "unuploaded tail, and its meta), bytes/s per broker (shared.move.upload.bytes.per.s); WAL writes and "
         "the background uploads are not capped by it; unset: uncapped.")
+HANDOFF = ScenarioSetting(
+    "handoff", "choice", choices=HANDOFFS, default=SETTINGS_DEFAULTS["shared.handoff"],
+    doc="How a move hands the partition over (shared.handoff): upload = the seed article's six steps (meta "
+        "persisted, the unuploaded tail force-uploaded, the meta read back by the target); snapshot = AutoMQ V6 "
+        "(#3495): the tail's WAL objects committed by reference and the final state handed to the target "
+        "through the controller, no object-store request between close and open, each byte PUT once.")
 SCENARIO_SETTINGS = (OBJSTORE_BANDWIDTH, WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD, MOVE_UPLOAD_BYTES,
-                     MOVE_BUDGET_OF_LINK)
+                     MOVE_BUDGET_OF_LINK, HANDOFF)
 
 
 def broker_settings(s: Settings) -> dict[str, str]:
@@ -40,11 +47,13 @@ def broker_settings(s: Settings) -> dict[str, str]:
         cfg["wal.upload.threshold.bytes"] = str(s[WAL_UPLOAD_THRESHOLD.name])
     if s.get(MOVE_UPLOAD_BYTES.name):
         cfg["shared.move.upload.bytes.per.s"] = str(int(s[MOVE_UPLOAD_BYTES.name]))
+    if s.get(HANDOFF.name) is not None:
+        cfg["shared.handoff"] = s[HANDOFF.name]
     return cfg
 
 
 def describe(s: Settings) -> dict:
-    out = {st.name: st.value(s) for st in (WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD)}
+    out = {st.name: st.value(s) for st in (WAL_BATCH_INTERVAL, WAL_UPLOAD_THRESHOLD, HANDOFF)}
     if s.get(MOVE_UPLOAD_BYTES.name):
         out[MOVE_UPLOAD_BYTES.name] = int(s[MOVE_UPLOAD_BYTES.name])
     return out
@@ -94,12 +103,15 @@ PROFILE = SystemProfile(
         tail_phases=frozenset({"force_upload_ms"}),
         # The target's open gets every range of the data stream and rebuilds its index from them.
         phase_objects={"open_ms": "data_objects", "replay_ms": "data_objects"},
-        background_counters={"shared_upload": "objstore_upload_bytes"},
+        background_counters={"shared_upload": "objstore_upload_bytes", "shared_wal": "objstore_wal_bytes"},
     ),
     object_store=OBJECT_STORE,
     config_defaults=SETTINGS_DEFAULTS,
     scenario_settings=SCENARIO_SETTINGS,
     check_settings=check_settings,
     move_budget=MOVE_UPLOAD_BYTES.name,
+    # The handover model's tail term is the upload handoff's forced upload: a snapshot handoff's
+    # moves carry no tail (shared-tail measures them beside it).
+    model_settings={HANDOFF.name: HANDOFF.default},
     move_budget_label="the cap on the move's forced upload of its tail (shared.move.upload.bytes.per.s)",
 )

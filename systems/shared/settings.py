@@ -45,6 +45,16 @@ DEFAULTS = {
     # unuploaded tail, and its meta): a move's traffic under the operator's move budget. Unlike
     # s3.upload.bytes.per.s it leaves the WAL and the background uploads alone. None: uncapped.
     "shared.move.upload.bytes.per.s": None,
+    # How a move hands a partition over. upload: the seed article's six steps (the source persists
+    # the meta stream and force-uploads the unuploaded tail into a stream object, the target reads
+    # the meta back). snapshot: AutoMQ V6 (#3495): the tail's WAL objects are committed to the stream
+    # by reference and the final partition state goes to the target through the controller, so
+    # nothing is written to or read from object storage between the close and the open; WAL
+    # objects then serve as stream-set objects in steady state too (each byte PUT once).
+    "shared.handoff": "upload",
+    # Tests only: the process kills itself (SIGKILL) at this step of a move (FAILPOINTS), so a
+    # kill -9 lands exactly between two steps of the handoff.
+    "shared.failpoint": None,
     "offsets.topic.replication.factor": 1,  # durability from object storage, as for every topic here
 }
 
@@ -84,6 +94,8 @@ class SharedSettings:
     move_timeout_s: float
     prefix: str | None
     move_upload_bytes_per_s: float | None = None
+    handoff: str = "upload"
+    failpoint: str | None = None
 
     @classmethod
     def from_config(cls, cfg: dict) -> "SharedSettings":
@@ -101,7 +113,55 @@ class SharedSettings:
             move_timeout_s=_int(cfg, "shared.move.timeout.ms") / 1000,
             prefix=_get(cfg, "s3.prefix"),
             move_upload_bytes_per_s=_opt_float(cfg, "shared.move.upload.bytes.per.s"),
+            handoff=_handoff(cfg),
+            failpoint=_failpoint(cfg),
         )
+
+    @property
+    def by_reference(self) -> bool:
+        """WAL objects become stream-set objects through their ranges (no second PUT)."""
+        return self.handoff == "snapshot"
+
+
+HANDOFFS = ("upload", "snapshot")
+
+
+def _handoff(cfg: dict) -> str:
+    v = str(_get(cfg, "shared.handoff"))
+    if v not in HANDOFFS:
+        raise ValueError(f"shared.handoff must be one of {', '.join(HANDOFFS)}, got {v!r}")
+    return v
+
+
+# Where a failpoint may kill the process: the source's close (after it stopped writes; after its
+# WAL is durable; after the controller took the handoff), the controller's close of the streams
+# (committed, not yet elected), the target (serving).
+FAILPOINTS = ("source.closing", "source.before_handoff", "source.after_handoff", "controller.before_elect",
+              "target.serving")
+
+
+def _failpoint(cfg: dict) -> str | None:
+    v = _get(cfg, "shared.failpoint")
+    if v in (None, ""):
+        return None
+    if v not in FAILPOINTS:
+        raise ValueError(f"shared.failpoint must be one of {', '.join(FAILPOINTS)}, got {v!r}")
+    return str(v)
+
+
+def failpoint(settings: "SharedSettings", name: str, events) -> None:
+    """Kill this process (SIGKILL, as kill -9 does) if the failpoint ``name`` is set, once per
+    process directory (a marker beside its event journal), so the restarted process goes on."""
+    if settings.failpoint == name:
+        import os
+        import signal
+
+        marker = f"{events.path}.failpoint-{name}"
+        if os.path.exists(marker):
+            return
+        open(marker, "w").close()
+        events.emit("shared_failpoint", name=name)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def credentials(cfg: dict) -> tuple[str, str]:

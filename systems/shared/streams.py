@@ -9,7 +9,9 @@ is one replicated state machine. Records (all plain dicts in the metadata log):
   stream_commit  key size writer ranges[{stream_id epoch start end pos len ipos ilen max_ts}]
                  a data range extends the stream (start must equal its end);
                  a meta range replaces the meta stream's previous one (only the latest is live)
-  stream_close   stream_id epoch cause                                 state CLOSED
+  stream_close   stream_id epoch cause [handoff]                       state CLOSED; a meta stream's
+                 handoff: the partition's final state at a snapshot close, for the next owner
+                 (kept until the meta stream commits a newer document)
   shared_move    move_id topic_id partition from to ts                 a move in progress
   shared_move_done move_id topic_id partition how
   shared_failover  broker broker_epoch ts                              an incarnation lost: replay its WAL
@@ -42,11 +44,15 @@ class Stream:
     start: int = 0
     end: int = 0
     ranges: list = field(default_factory=list)  # dicts with key added
+    # The meta document the last snapshot close handed over: newer than any in object storage
+    # until the meta stream commits one (which drops it).
+    handoff: dict | None = None
 
     def to_dict(self) -> dict:
         return {"id": self.id, "topic_id": self.topic_id, "partition": self.partition, "kind": self.kind,
                 "epoch": self.epoch, "owner": self.owner, "owner_epoch": self.owner_epoch,
-                "state": self.state, "start": self.start, "end": self.end, "ranges": list(self.ranges)}
+                "state": self.state, "start": self.start, "end": self.end, "ranges": list(self.ranges),
+                "handoff": self.handoff}
 
 
 class StreamRegistry:
@@ -96,6 +102,8 @@ class StreamRegistry:
             s = self.streams.get(rec["stream_id"])
             if s is not None and s.epoch == rec["epoch"]:
                 s.state = CLOSED
+                if "handoff" in rec:
+                    s.handoff = rec["handoff"]
         elif t == "stream_commit":
             for r in rec["ranges"]:
                 s = self.streams.get(r["stream_id"])
@@ -104,6 +112,7 @@ class StreamRegistry:
                 r = dict(r, key=rec["key"])
                 self._ref(rec["key"], 1)
                 if s.kind == "meta":
+                    s.handoff = None
                     for old in s.ranges:
                         self._ref(old["key"], -1)
                     s.ranges = [r]

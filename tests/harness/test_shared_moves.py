@@ -31,11 +31,11 @@ def _events(run_dir, name):
     return [json.loads(d) if d else {} for d in t["detail"].to_pylist()]
 
 
-def move_under_load(run_scenario, size: int):
+def move_under_load(run_scenario, size: int, **system):
     """Partition m-0 (on broker 1) filled with ``size`` bytes, moved to broker 2 under load."""
     [(run_dir, s)] = run_scenario({
         "name": f"shared-move-{size // MiB}MiB",
-        "system": {"kind": "shared", "brokers": 3, "extra": FAST},
+        "system": {"kind": "shared", "brokers": 3, "extra": FAST, **system},
         "workload": {"topics": [{"name": "m", "partitions": 1, "replication_factor": 1}], "message_bytes": 1000,
                      "produce_rate_msgs_per_s": 400, "duration_s": 5},
         "prefill": {"bytes_per_partition": size},
@@ -60,17 +60,35 @@ def move_under_load(run_scenario, size: int):
     assert move["bytes_moved_inter_broker"] == 0 and move["bytes_moved_objstore"] < size / 2, move
     (opened,) = [e for e in _events(run_dir, "shared_partition_opened") if e.get("action_id") == 0]
     (elected,) = [e for e in _events(run_dir, EVENT_MOVE_COMPLETE) if e.get("action_id") == 0]
-    return opened, elected
+    (closed,) = [e for e in _events(run_dir, "shared_partition_closed") if e.get("action_id") == 0
+                 and e["topic"] == "m" and e["reason"] == "moved"]
+    return opened, elected, closed
 
 
 def test_move_100mib_partition_under_load(run_scenario):
-    opened, elected = move_under_load(run_scenario, 100 * MiB)
+    opened, elected, closed = move_under_load(run_scenario, 100 * MiB)
     assert opened["recovery"] == "clean" and elected["how"] == "closed", (opened, elected)
+    # The election opened the streams for the target: it asked the controller for nothing.
+    assert opened["preopened"] is True and closed["handoff"] == "upload", (opened, closed)
+
+
+def test_a_snapshot_handoff_touches_no_object_storage_between_close_and_open(run_scenario):
+    """shared.handoff=snapshot: the unuploaded tail (nothing was uploaded: threshold and interval far
+    away) is committed by reference to its WAL objects and the final state reaches the target
+    through the controller; the close has no meta persist or forced upload, the open no replay GET."""
+    opened, elected, closed = move_under_load(run_scenario, 16 * MiB, handoff="snapshot",
+                                              wal_upload_threshold_bytes="512MiB",
+                                              extra={**FAST, "wal.upload.interval.ms": 120000})
+    print(f"\nclosed {json.dumps(closed)}\nopened {json.dumps(opened)}")
+    assert closed["handoff"] == "snapshot" and "force_upload_ms" not in closed and "meta_persist_ms" not in closed
+    assert closed["tail_ref_bytes"] >= 16 * MiB, closed  # the whole prefill was the tail
+    assert opened["recovery"] == "handoff" and opened["preopened"] is True and opened["replay_bytes"] == 0, opened
+    assert opened["end_offset"] == closed["end_offset"], (opened, closed)
 
 
 @pytest.mark.slow
 def test_move_1gib_partition_under_load(run_scenario):
-    opened, _ = move_under_load(run_scenario, 1024 * MiB)
+    opened, _, _ = move_under_load(run_scenario, 1024 * MiB)
     assert opened["recovery"] == "clean", opened
 
 

@@ -292,9 +292,13 @@ class MoveModel:
 
 
 def usable(points: Iterable[MovePoint], system: str) -> list[MovePoint]:
-    """The system's moves a fit may use: a positive, finite move_seconds and a known cap."""
+    """The system's moves a fit may use: a positive, finite move_seconds and a known cap, run in the
+    configuration its model describes (its profile's ``model_settings``; a run from before a
+    setting existed has none and ran its default)."""
+    prof = PROFILES.get(system)
+    fixed = prof.model_settings.items() if prof is not None else ()
     return [p for p in points if p.system == system and p.move_seconds is not None and math.isfinite(p.move_seconds)
-            and p.move_seconds > 0 and p.cap_bytes_per_s]
+            and p.move_seconds > 0 and p.cap_bytes_per_s and all(p.setting(k) in (None, v) for k, v in fixed)]
 
 
 class FitRefused(ValueError):
