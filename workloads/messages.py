@@ -12,8 +12,9 @@ PRODUCER_ACKS = "all"  # with enable.idempotence
 # linger.ms, unless the scenario's workload.linger_ms says otherwise: 5 ms, the client's own
 # default - librdkafka's (so confluent-kafka's) since v1.5.0, which raised it from 0.5 to 5 ms,
 # and the Apache Kafka Java producer's since 4.0 (KIP-1030 raised it from 0 to 5 ms). Chosen
-# for no system: a system that makes the client spin at it (librdkafka's in-flight busy-poll,
-# docs/measurements/automq.md) shows that in the report's sensitivity table, it is not tuned away.
+# for no system. librdkafka's busy-poll while an idempotent producer's request waits for a slow
+# acknowledgement is kept out of the client by the load's pacing (workloads/pacing.py), the same
+# for every system; the report's sensitivity table shows what is left of it.
 PRODUCER_LINGER_MS = 5
 
 

@@ -392,8 +392,9 @@ def sensitivity_note(configs: list[dict[str, Any]], label=str) -> str:
         text += (f" At linger.ms={PRODUCER_LINGER_MS} the client spins against {label(system)}: the load process "
                  f"spent {fmt_num(at[system])} s per 1,000 messages against it, {ratios(system, PRODUCER_LINGER_MS)}"
                  + (f" ({then})" if then else "") +
-                 ". Its acks come later, so an idempotent librdkafka producer's 5 requests in flight per broker "
-                 "wait while a batch is ready and its broker thread busy-polls (docs/measurements/automq.md); "
+                 ". Its acks come later; an idempotent librdkafka producer keeps one request in flight per "
+                 "partition and its broker thread busy-polls while a ready batch waits (the load paces each "
+                 "partition to avoid it: workloads/pacing.py, docs/measurements/automq.md); "
                  "on a machine the brokers share, that CPU is theirs too.")
     if not spin:
         high = max(at, key=at.get)

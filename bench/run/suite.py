@@ -47,7 +47,8 @@ from bench.check.summary import comparison_rows, print_comparison
 REPETITIONS = 3  # runs per configuration: the least that gives a median and a spread
 
 # The other linger.ms the sensitivity set runs at: what the load used before it took the client's
-# default (it stopped librdkafka's busy-poll against the shared system, docs/measurements/automq.md).
+# default (before the load paced each partition, it stopped librdkafka's busy-poll against the
+# shared system, docs/measurements/automq.md).
 SENSITIVITY_LINGER_MS = 250
 SENSITIVITY_SIZE = "64MiB"  # reassign-one's largest partition: the copy's longest move
 

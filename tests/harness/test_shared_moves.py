@@ -72,6 +72,7 @@ def test_move_100mib_partition_under_load(run_scenario):
     assert opened["preopened"] is True and closed["handoff"] == "upload", (opened, closed)
 
 
+@pytest.mark.slow  # make test keeps tests/systems/test_shared_handoff.py's kill -9 case; make bench measures it
 def test_a_snapshot_handoff_touches_no_object_storage_between_close_and_open(run_scenario):
     """shared.handoff=snapshot: the unuploaded tail (nothing was uploaded: threshold and interval far
     away) is committed by reference to its WAL objects and the final state reaches the target
