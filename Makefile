@@ -67,8 +67,9 @@ bench-throughput: $(STAMP)
 # needs root or CAP_NET_ADMIN. Up to ~10 minutes.
 .PHONY: bench-automq
 bench-automq: $(STAMP)
+	mkdir -p results
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_automq_bench.py --benchmark-only \
-		--benchmark-columns=median,min,max,rounds -q -s
+		--benchmark-columns=median,min,max,rounds --benchmark-json results/bench-automq.json -q -s
 
 # The TB-scale projection on Spark (bench/analysis/projection.py): >= 100,000 grid points and the
 # cluster simulations per round, target under 2 minutes after the session is up. About 5 minutes.

@@ -83,6 +83,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "kafka_burst_s": None,
     "kafka_drain_s": 20.0,  # on stop: wait this long for outstanding acks, then purge
     "kafka_linger_ms": PRODUCER_LINGER_MS,  # the producers' linger.ms (workloads/messages.py: why 5)
+    "kafka_pace_partitions": False,  # workloads/pacing.py
     "kafka_producer_config": "",  # JSON object of extra librdkafka settings
 }
 
@@ -113,6 +114,9 @@ def _add_options(parser) -> None:
         help="on stop: wait this long for outstanding acks, then purge")
     add(g, "--kafka-linger-ms", env_var="KAFKA_LINGER_MS", type=int, default=OPTION_DEFAULTS["kafka_linger_ms"],
         help="the producers' linger.ms (default 5: librdkafka's and Kafka 4.0's own default)")
+    add(g, "--kafka-pace-partitions", env_var="KAFKA_PACE_PARTITIONS", action="store_true",
+        default=OPTION_DEFAULTS["kafka_pace_partitions"],
+        help="one request's worth per partition in the client at a time (workloads/pacing.py)")
     add(g, "--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
         default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON object of extra librdkafka settings")
 
@@ -168,11 +172,12 @@ class KafkaProducerUser(User):
     current rate / user count, at most one second's worth), serves delivery reports with
     ``poll(0)`` (never a blocking call: this runs on gevent) and hands the history rows over.
 
-    Round-robin sends (they name their partition) are paced per partition by
-    :class:`workloads.pacing.PartitionPacer`: handed to the client at the end of a tick, only while
-    none of the partition's earlier messages is unanswered, one request's worth at a time (why:
-    that module). A message's latency still runs from its creation (``ts``). Keyed sends leave the
-    partition to the client's partitioner and go to the client at once.
+    With ``--kafka-pace-partitions`` (a scenario's ``workload.pace_partitions``) round-robin sends
+    (they name their partition) are paced per partition by :class:`workloads.pacing.PartitionPacer`:
+    handed to the client at the end of a tick, only while none of the partition's earlier messages
+    is unanswered, one request's worth at a time (why: that module). A message's latency still runs
+    from its creation (``ts``). Keyed sends leave the partition to the client's partitioner and go
+    to the client at once.
     """
 
     tick_s = 0.005
@@ -239,7 +244,7 @@ class KafkaProducerUser(User):
         self.credit = 0.0
         self.last = time.monotonic()
         self.t0 = time.monotonic()
-        self.pacer = PartitionPacer(round_size(conf, self.size), self._produce)
+        self.pacer = PartitionPacer(round_size(conf, self.size), self._produce) if o.kafka_pace_partitions else None
         _active.append(self)
 
     # -- sending ---------------------------------------------------------------------------
@@ -268,13 +273,13 @@ class KafkaProducerUser(User):
 
         def done(err, msg, msg_id=msg_id, ts=ts, topic=topic, tp=tp):
             self._delivered(err, msg, msg_id, ts, topic)
-            if tp is not None:
+            if tp is not None and self.pacer is not None:
                 self.pacer.answered(tp)
 
         if self.stats is not None:
             self.stats.produced += 1
         call = (msg_id, ts, topic, headers, kw, done)
-        if tp is not None and not self.draining:
+        if tp is not None and self.pacer is not None and not self.draining:
             self.pacer.hold(tp, call)  # to the client at the end of the tick, or when tp is answered
             return
         self._produce(call)
@@ -345,13 +350,14 @@ class KafkaProducerUser(User):
                 n = int(self.credit)
                 self.credit -= n
             else:
-                n = max(0, min(1000, self.max_queued - len(p) - self.pacer.held_count()))
+                n = max(0, min(1000, self.max_queued - len(p) - (self.pacer.held_count() if self.pacer else 0)))
             self.last = now
             for i in range(n):
                 self._send_one()
                 if i % 200 == 199:
                     p.poll(0)
-            self.pacer.release_idle()
+            if self.pacer is not None:
+                self.pacer.release_idle()
         p.poll(0)
         self._hand_over()
         gevent.sleep(self.tick_s)
@@ -368,7 +374,8 @@ class KafkaProducerUser(User):
         p = self.producer
         if p is None:
             return 0
-        self.pacer.release_all()  # what the user holds goes to the client now, to be flushed
+        if self.pacer is not None:
+            self.pacer.release_all()  # what the user holds goes to the client now, to be flushed
         deadline = time.monotonic() + timeout_s
         while len(p) > 0 and time.monotonic() < deadline:
             p.poll(0)

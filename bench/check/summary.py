@@ -158,6 +158,7 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
         "replication_throttle_of_link": sc.system.replication_throttle_of_link,
         "move_budget_of_link": sc.system.move_budget_of_link,
         "linger_ms": producer_linger_ms(sc),
+        "pace_partitions": wl.pace_partitions,
         "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
         "message_bytes": wl.message_bytes,
         "produce_rate_msgs_per_s": wl.produce_rate_msgs_per_s,

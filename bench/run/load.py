@@ -315,6 +315,7 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
         kafka_shape=spec["shape"]["kind"], kafka_duration_s=spec["duration_s"], kafka_drain_s=spec["drain_s"],
         kafka_producer_config=json.dumps(clients.resolve(spec.get("client"))),
         **({"kafka_linger_ms": spec["linger_ms"]} if spec.get("linger_ms") is not None else {}),
+        kafka_pace_partitions=bool(spec.get("pace_partitions")),
     )
     shape_params = {k: v for k, v in spec["shape"].items() if k != "kind"}
     shape = make_shape(spec["shape"]["kind"], spec["rate"], spec["duration_s"], spec["producers"], hold=True,

@@ -479,7 +479,7 @@ class Run:
                 "topics": [{"name": t.name, "partitions": t.partitions, "producers": t.producers} for t in wl.topics],
                 "message_bytes": wl.message_bytes, "rate": wl.produce_rate_msgs_per_s, "producers": wl.producers,
                 "key_distribution": wl.key_distribution, "shape": shape, "duration_s": wl.duration_s,
-                "linger_ms": wl.linger_ms,
+                "linger_ms": wl.linger_ms, "pace_partitions": wl.pace_partitions,
                 "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet"),
                 "client": clients.plain(self.sc.system.client)}
 

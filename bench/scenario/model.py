@@ -99,6 +99,12 @@ class Workload(Model):
     # own default (librdkafka since v1.5.0, the Kafka Java producer since 4.0, KIP-1030;
     # workloads/messages.py). librdkafka's maximum is 900,000.
     linger_ms: Annotated[int, Field(strict=True, ge=0, le=900_000)] = PRODUCER_LINGER_MS
+    # Pace each partition's sends (workloads/pacing.py): one request's worth in the client at a
+    # time, so librdkafka's idempotent producer does not busy-poll while a slow acknowledgement is
+    # awaited. For capacity runs without moves (automq-reassign's benchmark): it also holds a
+    # partition's sends while a move's retries are unanswered, which is part of what a move's
+    # client-side times measure, so runs that measure moves leave it off.
+    pace_partitions: Annotated[bool, Field(strict=True)] = False
     # End the load this many seconds after the last action ended (every move done), if that comes
     # before duration_s, which stays the longest it runs: a run that measures its moves (calibrate)
     # does not idle through the time the slowest system's moves need. None: the load runs duration_s.
