@@ -13,8 +13,8 @@ PRODUCER_ACKS = "all"  # with enable.idempotence
 # default - librdkafka's (so confluent-kafka's) since v1.5.0, which raised it from 0.5 to 5 ms,
 # and the Apache Kafka Java producer's since 4.0 (KIP-1030 raised it from 0 to 5 ms). Chosen
 # for no system. librdkafka's busy-poll while an idempotent producer's request waits for a slow
-# acknowledgement is kept out of the client by the load's pacing (workloads/pacing.py), the same
-# for every system; the report's sensitivity table shows what is left of it.
+# acknowledgement (docs/measurements/automq.md) shows in the report's sensitivity table; capacity
+# runs without moves pace each partition instead (workload.pace_partitions, workloads/pacing.py).
 PRODUCER_LINGER_MS = 5
 
 

@@ -9,6 +9,11 @@ core at 2,000 msg/s of 4 KiB to one partition, ten times its cost against the co
 (docs/measurements/automq.md). :class:`PartitionPacer` keeps that wait out of the client: a
 partition's messages go to the client only while none of its earlier ones is unanswered, at most
 one request's worth at a time; the same requests reach the wire, the wait costs nothing.
+
+It also holds a partition's sends while a move's retried requests are unanswered, and a move's
+client-side times (first ack on the new owner, unavailability) are what the harness measures:
+measured with pacing, the default suite's held-out move checks moved by up to 2x. So it is a
+workload setting (``workload.pace_partitions``) for capacity runs without moves.
 """
 from __future__ import annotations
 

@@ -393,8 +393,8 @@ def sensitivity_note(configs: list[dict[str, Any]], label=str) -> str:
                  f"spent {fmt_num(at[system])} s per 1,000 messages against it, {ratios(system, PRODUCER_LINGER_MS)}"
                  + (f" ({then})" if then else "") +
                  ". Its acks come later; an idempotent librdkafka producer keeps one request in flight per "
-                 "partition and its broker thread busy-polls while a ready batch waits (the load paces each "
-                 "partition to avoid it: workloads/pacing.py, docs/measurements/automq.md); "
+                 "partition and its broker thread busy-polls while a ready batch waits (docs/measurements/automq.md; "
+                 "workload.pace_partitions avoids it in runs that measure no move); "
                  "on a machine the brokers share, that CPU is theirs too.")
     if not spin:
         high = max(at, key=at.get)

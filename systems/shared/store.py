@@ -33,15 +33,17 @@ class Block:
         self.data, self.bases, self.lasts, self.rels = data, bases, lasts, rels
         self.start, self.end = bases[0], lasts[-1] + 1
 
-    def slice(self, offset: int, max_bytes: int, below: int) -> bytes:
+    def take(self, offset: int, max_bytes: int, below: int) -> tuple[bytes, int]:
+        """Whole batches from the one holding ``offset``, about ``max_bytes`` (at least one), below
+        ``below``; and the offset after the last one returned (``offset`` if none)."""
         i = bisect.bisect_left(self.lasts, offset)
         if i >= len(self.bases) or self.bases[i] >= below:
-            return b""
+            return b"", offset
         j = i + 1
         start = self.rels[i]
         while j < len(self.bases) and self.bases[j] < below and self._end(j) - start <= max_bytes:
             j += 1
-        return self.data[start:self._end(j - 1)]
+        return self.data[start:self._end(j - 1)], self.lasts[j - 1] + 1
 
     def _end(self, i: int) -> int:
         return self.rels[i + 1] if i + 1 < len(self.rels) else len(self.data)
@@ -166,16 +168,18 @@ class StreamStore:
         if blk is None:
             self._start_load(offset)
             return b""
-        data = blk.slice(offset, max_bytes, below)
+        data, upto = blk.take(offset, max_bytes, below)
         parts, n = [data], len(data)
-        # the loaded blocks that follow, up to max_bytes: one fetch answers many small objects
-        while blk.end < below and n < max_bytes and (nxt := self._block_for(blk.end)) is not None:
-            more = nxt.slice(blk.end, max_bytes - n, below)
+        # the loaded blocks that follow, up to max_bytes: one fetch answers many small objects;
+        # only once a block was taken to its end (a block cut short by max_bytes ends the answer:
+        # joining the next one there would skip the batches in between)
+        while upto == blk.end < below and n < max_bytes and (nxt := self._block_for(blk.end)) is not None:
+            more, end = nxt.take(blk.end, max_bytes - n, below)
             if not more or len(more) > max_bytes - n:  # only a response's first batch may exceed it
                 break
             parts.append(more)
             n += len(more)
-            blk = nxt
+            blk, upto = nxt, end
         if blk.end < below and blk.end < self.cache_start and len(parts[-1]) >= len(blk.data) // 2:
             self._read_ahead(blk.end, below)
         return data if len(parts) == 1 else b"".join(parts)

@@ -187,7 +187,7 @@ class RemoteLog:
         for (stem, _), blk in reversed(self._blocks.items()):
             if blk.start <= offset < blk.end:
                 self._blocks.move_to_end((stem, blk.start))
-                return blk.slice(offset, max_bytes, below)
+                return blk.take(offset, max_bytes, below)[0]
         seg = self.find(offset)
         if seg is not None:
             self._start_load(seg, offset)

@@ -85,3 +85,30 @@ def test_one_read_answers_every_loaded_block_up_to_max_bytes():
     assert st.read(3, 2 * BATCH + 50, 40) == bytes([3]) * BATCH + bytes([4]) * BATCH
     assert st.read(3, 10, 40) == bytes([3]) * BATCH  # the first batch even when larger than max_bytes
     assert st.read(5, 1 << 20, 9) == b"".join(bytes([i]) * BATCH for i in range(5, 9))  # below the bound
+
+
+
+def test_a_block_cut_short_by_max_bytes_ends_the_answer():
+    """A block cut short by max_bytes (its next batch too large: a prefill's 1 MB batch) ends the
+    answer; joining the next loaded block (small batches: the load's) there would skip the batches
+    in between, which a reader then never sees (calibrate lost 32 prefill records of z4-2 this way,
+    2026-11-27)."""
+    sizes = [[100, 100, 300, 300], [10, 10, 10, 10]]  # two objects, four batches each
+    objects, ranges = {}, []
+    for k, sz in enumerate(sizes):
+        pos = [sum(sz[:b]) for b in range(4)]
+        data = b"".join(bytes([4 * k + b]) * sz[b] for b in range(4))
+        idx = b"".join(formats._IDX.pack(4 * k + b, 4 * k + b, pos[b], 0) for b in range(4))
+        objects[f"o{k}"] = (idx, data)
+        ranges.append({"key": f"o{k}", "start": 4 * k, "end": 4 * k + 4, "pos": 0, "len": len(data),
+                       "ipos": len(data), "ilen": len(idx), "max_ts": 0})
+    cs = CountingStore(objects)
+    st = StreamStore(SimpleNamespace(store=cs, settings=SimpleNamespace(read_block_bytes=1 << 20)), notify=lambda: None)
+    st.reset(0, 8, ranges)
+
+    async def load_all():
+        for k in range(2):
+            await st.load_block(4 * k)
+    asyncio.run(load_all())
+    assert st.read(0, 250, 8) == bytes([0]) * 100 + bytes([1]) * 100  # offsets 2, 3 come next, not 4
+    assert st.read(2, 10_000, 8) == b"".join(bytes([o]) * n for o, n in zip(range(2, 8), [300, 300, 10, 10, 10, 10]))
