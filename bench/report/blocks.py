@@ -395,6 +395,14 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
     ] + _render_moves(configs)) + "\n"
 
 
+def _matrix_label(key: str, value: str) -> str:
+    """A matrix value as a column head: the move budget as "budget 0.5" / "no budget", any other
+    setting by its last name ("handoff snapshot")."""
+    if key.endswith("move_budget_of_link"):
+        return "no budget" if value == "null" else f"budget {value}"
+    return f"{key.rsplit('.', 1)[-1]} {value}"
+
+
 def _render_moves(configs: list[dict[str, Any]]) -> list[str]:
     """The moves of multi-move runs (calibrate, drain), one table per scenario, one row per move, one
     column per configuration: move_seconds (median of its runs) and the partition's bytes at the
@@ -410,10 +418,9 @@ def _render_moves(configs: list[dict[str, Any]]) -> list[str]:
         cells: dict[tuple[str, Any], dict[str, str]] = {}
         heads = []
         for c in (c for c in multi if c.get("scenario") == scenario):
-            shown = [kv.split("=", 1)[1] for kv in str(c.get("config_id") or "").split("__")[1:]
+            shown = [kv.split("=", 1) for kv in str(c.get("config_id") or "").split("__")[1:]
                      if not kv.startswith("system.kind=")]
-            head = f"{c['system']}" + (f" ({', '.join('no budget' if v == 'null' else f'budget {v}' for v in shown)})"
-                                       if shown else "")
+            head = f"{c['system']}" + (f" ({', '.join(_matrix_label(k, v) for k, v in shown)})" if shown else "")
             heads.append(head)
             by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
             for r in c["runs"]:
