@@ -22,7 +22,8 @@ test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m "not slow" $(ARGS)
 
 # The long integration runs (marked slow: faults, fuzzing, a 1 GiB move, isolation, consumer groups
-# across a kill, object-store latency); .ci/run runs them after make test. About 8 minutes.
+# across a kill, object-store latency, the snapshot handoff killed at each step); .ci/run runs them
+# after make test. About 11 minutes.
 .PHONY: test-slow
 test-slow: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m slow $(ARGS)

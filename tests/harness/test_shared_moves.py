@@ -93,6 +93,7 @@ def test_move_1gib_partition_under_load(run_scenario):
     assert opened["recovery"] == "clean", opened
 
 
+@pytest.mark.slow  # make bench's calibrate runs the shared system under the move budget too
 def test_a_moves_forced_upload_is_paced_to_the_move_budget(run_scenario):
     """system.move_upload_bytes_per_s (what the move budget becomes on the shared system): the
     close's forced upload of a ~4 MiB unuploaded tail is paced to 2 MB/s (Kafka's replication

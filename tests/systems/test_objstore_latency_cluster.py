@@ -63,6 +63,7 @@ def test_proxy_lives_and_dies_with_the_object_store(tmp_path):
     assert not alive(c.object_store_proxy.pid, d) and not c.object_store_running()
 
 
+@pytest.mark.slow  # ~15 s; make bench's scenarios run on links with the store 30 ms away
 def test_cluster_start_with_links_and_latency_then_probe(tmp_path, capsys):
     """`bench cluster start --link-rate ... --object-store-latency 50ms`: the proxy runs in the
     object store's namespace on its address; `bench objstore-probe` from this namespace (through

@@ -77,8 +77,8 @@ def _owners_never_overlap(events: list[dict]) -> list[tuple]:
     return intervals
 
 
-@pytest.mark.parametrize("where", [pytest.param(f, marks=() if f == "source.before_handoff" else pytest.mark.slow)
-                                   for f in FAILPOINTS])
+@pytest.mark.slow  # ~12 s each; .ci/run runs them after make test
+@pytest.mark.parametrize("where", FAILPOINTS)
 def test_snapshot_handoff_killed_at_each_step_loses_nothing(make_cluster, where):
     c = make_cluster("shared", 3, shared_handoff="snapshot", shared_failpoint=where)
     create_topics(c.bootstrap, [NewTopic("h", num_partitions=-1, replication_factor=-1, replica_assignments={0: [1]})])
