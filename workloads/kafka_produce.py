@@ -41,6 +41,7 @@ import itertools
 import os
 import random
 import time
+import zlib
 from typing import Any
 
 import sys
@@ -205,8 +206,12 @@ class KafkaProducerUser(User):
 
     def _start(self, o) -> None:
         self.pname_b = self.pname.encode()
-        self.payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
-        self.size = len(self.payload)
+        payload = os.urandom(16) * (int(o.kafka_message_bytes) // 16) + os.urandom(int(o.kafka_message_bytes) % 16)
+        self.size = len(payload)
+        # each value starts with its message id (its low bytes if the value is shorter than 8), so
+        # two messages never share a value and the read-back's CRC-32 names the message it holds
+        self.stamp = min(8, self.size)
+        self.body = payload[self.stamp:]
         # linger.ms: the scenario's workload.linger_ms, default 5 ms (the client's own default,
         # workloads/messages.py). What the client holds at once is bounded per partition (the
         # class's docstring: no busy-poll while an acknowledgement is awaited).
@@ -270,15 +275,17 @@ class KafkaProducerUser(User):
             kw = {"partition": part}
 
         tp = (topic, kw["partition"]) if "partition" in kw else None
+        value = msg_id.to_bytes(8, "big")[8 - self.stamp:] + self.body
+        digest = zlib.crc32(value)  # the history's digest: the verifying read-back compares its own
 
-        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic, tp=tp):
-            self._delivered(err, msg, msg_id, ts, topic)
+        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic, tp=tp, digest=digest):
+            self._delivered(err, msg, msg_id, ts, topic, digest)
             if tp is not None and self.pacer is not None:
                 self.pacer.answered(tp)
 
         if self.stats is not None:
             self.stats.produced += 1
-        call = (msg_id, ts, topic, headers, kw, done)
+        call = (msg_id, ts, topic, headers, kw, done, value, digest)
         if tp is not None and self.pacer is not None and not self.draining:
             self.pacer.hold(tp, call)  # to the client at the end of the tick, or when tp is answered
             return
@@ -286,27 +293,28 @@ class KafkaProducerUser(User):
 
     def _produce(self, call) -> bool:
         """One message to the client; False if it refused it (recorded as failed)."""
-        msg_id, ts, topic, headers, kw, done = call
+        msg_id, ts, topic, headers, kw, done, value, digest = call
         if self.producer is None:
             return False
         try:
-            self.producer.produce(topic, value=self.payload, headers=headers, on_delivery=done, **kw)
+            self.producer.produce(topic, value=value, headers=headers, on_delivery=done, **kw)
         except (BufferError, KafkaException) as exc:
             # Never enqueued: certainly not written.
-            self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, f"{type(exc).__name__}: {exc}")
+            self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, f"{type(exc).__name__}: {exc}",
+                         digest)
             return False
         return True
 
-    def _delivered(self, err, msg, msg_id: int, ts: float, topic: str) -> None:
+    def _delivered(self, err, msg, msg_id: int, ts: float, topic: str, digest: int) -> None:
         now = time.time()
         if err is None:
-            self._record(msg_id, ts, topic, msg.partition(), "ok", now, msg.offset(), None)
+            self._record(msg_id, ts, topic, msg.partition(), "ok", now, msg.offset(), None, digest)
         else:
             outcome = "fail" if err.code() in FAIL_CODES else "info"
             part = msg.partition() if msg is not None and msg.partition() is not None else -1
-            self._record(msg_id, ts, topic, part, outcome, None, None, f"{err.name()}: {err.str()}")
+            self._record(msg_id, ts, topic, part, outcome, None, None, f"{err.name()}: {err.str()}", digest)
 
-    def _record(self, msg_id, ts, topic, partition, outcome, ack_ts, offset, error) -> None:
+    def _record(self, msg_id, ts, topic, partition, outcome, ack_ts, offset, error, digest) -> None:
         ok = outcome == "ok"
         self.environment.events.request.fire(
             request_type="produce", name=topic, response_time=((ack_ts or time.time()) - ts) * 1000.0,
@@ -316,7 +324,7 @@ class KafkaProducerUser(User):
             self.rows.append({
                 "kind": "send", "ts": ts, "msg_id": msg_id, "producer": self.pname, "topic": topic,
                 "partition": -1 if partition is None else partition, "ack_ts": ack_ts, "outcome": outcome,
-                "error": error, "offset": offset if ok else None, "size_bytes": self.size,
+                "error": error, "offset": offset if ok else None, "size_bytes": self.size, "digest": digest,
             })
         if self.stats is not None:
             self.stats.record(outcome, ts, ack_ts, self.size)

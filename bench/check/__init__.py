@@ -32,6 +32,7 @@ import pyarrow as pa
 from bench.check.consumers import check_catch_up, check_consumer_gaps, check_delivery, check_end_to_end
 from bench.check.moves import check_bytes_moved, check_latency, check_move_seconds, check_unavailable_seconds
 from bench.check.safety import (
+    check_corrupted,
     check_duplicates,
     check_lost_prefill,
     check_lost_writes,
@@ -45,6 +46,7 @@ from bench.check.view import HistoryView, merge_valid, as_view
 CHECKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "lost_writes": check_lost_writes,
     "duplicates": check_duplicates,
+    "corrupted": check_corrupted,
     "reordering": check_reordering,
     "unseen": check_unseen,
     "unexpected": check_unexpected,
@@ -80,7 +82,7 @@ def check_all(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str
 
 
 __all__ = [
-    "CHECKERS", "HistoryView", "check_all", "check_bytes_moved", "check_catch_up", "check_consumer_gaps",
+    "CHECKERS", "HistoryView", "check_all", "check_bytes_moved", "check_catch_up", "check_consumer_gaps", "check_corrupted",
     "check_delivery", "check_duplicates", "check_end_to_end", "check_latency", "check_lost_prefill",
     "check_lost_writes", "check_move_seconds", "check_reordering", "check_unavailable_seconds",
     "check_unexpected", "check_unseen",

@@ -27,7 +27,8 @@ def verdict_counts(verdicts: Any) -> str:
 
 
 def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
-    """Lost writes: sends acknowledged as ok whose ``msg_id`` is never read.
+    """Lost writes: sends acknowledged as ok whose ``msg_id`` is never read in the partition it
+    was acknowledged on (a copy read in another partition does not count: ``read_elsewhere_count``).
 
     valid False if any in a partition the verifying consumer read to its end (``verify`` events;
     every partition when the history has none); "unknown" if the only unread ones lie in partitions
@@ -42,7 +43,12 @@ def check_lost_writes(history: pa.Table | HistoryView, scenario: Any = None) -> 
     out: dict[str, Any] = {"acked_count": int(acked.size), "read_count": int(read_ids.size)}
     if read_ids.size == 0:
         return {"valid": "unknown", "reason": "no reads in history", **out}
-    missing = acked[~isin_sorted(acked, read_ids)]
+    # read where it was acked: same topic and partition as the (acked) send row of its msg_id
+    sidx = v.read_send_index
+    hit = np.flatnonzero(sidx >= 0)
+    same = (v.r_topic[hit] == v.s_topic[sidx[hit]]) & (v.r_part[hit] == v.s_part[sidx[hit]])
+    missing = acked[~isin_sorted(acked, uniq(v.r_id[hit[same]]))]
+    out["read_elsewhere_count"] = int(isin_sorted(missing, read_ids).sum())  # read, but in another partition
     cut_short = {tp_name(*tp) for e in v.events_named(EVENT_VERIFY)
                  if (tp := tp_of(e)) is not None and not e.detail.get("complete")}
     lost, by_partition, unread = missing, {}, {}
@@ -184,6 +190,30 @@ def check_unexpected(history: pa.Table | HistoryView, scenario: Any = None) -> d
             "examples": ids[:EXAMPLES].tolist()}
 
 
+
+
+def check_corrupted(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
+    """Corrupted reads: a harness message read back whose value's CRC-32 (``digest`` of the read
+    row, taken by the verifying consumer, which also has librdkafka check each batch's CRC) is
+    not the one its producer sent (``digest`` of the send row). The load stamps each value with
+    its message id, so a value served for the wrong message differs too.
+
+    valid False if any; "unknown" without reads; True with ``checked_count`` 0 (and a note) when
+    no read has a send digest to compare with (a history from before digests)."""
+    v = as_view(history, scenario)
+    if v.r_id.size == 0:
+        return {"valid": "unknown", "reason": "no reads in history", "corrupted_count": None}
+    sidx = v.read_send_index
+    both = np.flatnonzero((sidx >= 0) & (v.r_digest >= 0))
+    both = both[v.s_digest[sidx[both]] >= 0]
+    bad = both[v.r_digest[both] != v.s_digest[sidx[both]]]
+    out: dict[str, Any] = {"valid": bad.size == 0, "corrupted_count": int(bad.size), "checked_count": int(both.size),
+                           "examples": [{"msg_id": int(v.r_id[i]), "topic": v.topics[v.r_topic[i]] if v.r_topic[i] >= 0
+                                         else None, "partition": int(v.r_part[i]), "offset": int(v.r_off[i])}
+                                        for i in bad[:EXAMPLES]]}
+    if both.size == 0:
+        out["note"] = "no read with a digest on both sides: payloads not compared"
+    return out
 
 
 def check_lost_prefill(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:

@@ -97,7 +97,8 @@ from bench.check import HistoryView, check_all, check_move_seconds
 from bench.check.host import run_host
 from bench.check.metrics import MOVE_METRICS, MoveRef
 from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
-from bench.check.safety import verdict, verdict_counts
+from bench.check.outcome import run_ending_problems, run_problems, run_verdict
+from bench.check.safety import verdict_counts
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
@@ -127,7 +128,7 @@ from bench.scenario.scale import scale_check
 from workloads.messages import PRODUCER_ACKS
 
 
-SCHEMA_VERSION = 4  # what build_summary writes; upgrade_summary reads every older one (4: host)
+SCHEMA_VERSION = 5  # what build_summary writes; upgrade_summary reads every older one (5: problems, verdict)
 
 
 def producer_linger_ms(sc: Scenario) -> int | float | None:
@@ -562,6 +563,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "configuration": current_configuration(configuration),
         "params": current_params(params, configuration),
         "checks": checks,
+        "problems": run_problems(v, scenario),  # how the run ended, beside its checks (bench/check/outcome.py)
         "moves": _moves(table, v, checks, params),
         "producer": producer,
         "verify": {"partitions": len(verify), "complete": sum(1 for d in verify if d.get("complete")),
@@ -575,6 +577,7 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "host": run_host(v),
         "links": _links(v),
     }
+    summary["verdict"] = run_verdict(summary)
     return clean(summary)
 
 
@@ -639,6 +642,10 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
 
     Version 3 and older: ``host`` (the host's CPU over the load window, bench.check.host) from
     ``view``'s samples (unknown without a view).
+
+    Version 4 and older: ``problems`` (how the run ended, bench/check/outcome.py: from ``view``'s
+    events, else from the summary's end fields) and ``verdict``. Checks added since (``corrupted``)
+    are not filled in: re-run them (``bench analyze --write``).
     """
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
     moves = [m for m in out.get("moves") or [] if isinstance(m, dict)]
@@ -672,6 +679,10 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     # Version 3: no host.
     if "host" not in out:
         out["host"] = run_host(view)  # unknown without the history
+    # Version 4: no problems, no verdict.
+    if "problems" not in out:
+        out["problems"] = run_problems(view, view.scenario) if view is not None else run_ending_problems(out)
+    out["verdict"] = run_verdict(out)
     out["schema_version"] = SCHEMA_VERSION
     return out
 
@@ -736,6 +747,7 @@ def comparison_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[dict[st
             "acked": s.get("producer", {}).get("acked"),
             "rate": s.get("producer", {}).get("rate_msgs_per_s"),
             "valid": checks.get("valid"), "failed": checks.get("failed"), "path": path,
+            "verdict": run_verdict(s), "problems": run_ending_problems(s),
         })
     return rows
 
@@ -753,11 +765,12 @@ def print_comparison(summaries: list[tuple[str, dict[str, Any]]], title: str = "
         t.add_column(col, overflow="fold")
     rows = comparison_rows(summaries)
     for r in rows:
-        word = verdict(r["valid"])
-        shown = {"pass": "[green]pass[/green]", "fail": f"[red]fail {r['failed']}[/red]"}.get(word, "[yellow]unknown[/yellow]")
+        word = r["verdict"]
+        unknown = f"[yellow]unknown{(': ' + r['problems'][0]) if r['problems'] else ''}[/yellow]"
+        shown = {"pass": "[green]pass[/green]", "fail": f"[red]fail {r['failed']}[/red]"}.get(word, unknown)
         t.add_row(r["scenario"] or "-", r["system"] or "-", _fmt_bytes(r["partition_bytes"]), _fmt_s(r["move_seconds"]),
                   _fmt_bytes(r["bytes_inter_broker"]), _fmt_bytes(r["bytes_objstore"]),
                   _fmt_s(r["unavailable_seconds"]), _fmt_s(r["p99_during_ms"]), str(r["acked"]),
                   f"{r['rate']:.0f}" if isinstance(r["rate"], (int, float)) else "-", shown, str(r["path"]))
     console.print(t)
-    console.print(f"checks: {verdict_counts(verdict(r['valid']) for r in rows)}")
+    console.print(f"runs: {verdict_counts(r['verdict'] for r in rows)}")

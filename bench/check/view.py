@@ -42,6 +42,14 @@ def _codes(col: pa.ChunkedArray, values: list[str]) -> np.ndarray:
     return np.asarray(pc.fill_null(idx, -1).to_numpy(), dtype=np.int64)
 
 
+def _digests(rows: pa.Table) -> np.ndarray:
+    """The rows' ``digest`` (CRC-32 of the value), -1 where none was taken (or the history
+    predates the column)."""
+    if "digest" not in rows.column_names:
+        return np.full(rows.num_rows, -1, dtype=np.int64)
+    return _num(rows.column("digest"), -1, np.int64)
+
+
 def _num(col: pa.ChunkedArray, fill: Any, dtype: Any) -> np.ndarray:
     return np.asarray(pc.fill_null(col, fill).to_numpy(), dtype=dtype)
 
@@ -163,6 +171,7 @@ class HistoryView:
         self.s_part = _num(sends.column("partition"), -1, np.int64)
         self.s_prod = _codes(sends.column("producer"), self.producers)
         self.s_off = _num(sends.column("offset"), -1, np.int64)
+        self.s_digest = _digests(sends)
 
         r_id = _num(reads.column("msg_id"), -1, np.int64)
         keep = r_id >= 0  # negative ids are not harness messages (e.g. prefill)
@@ -173,6 +182,7 @@ class HistoryView:
         self.r_part = _num(reads.column("partition"), -1, np.int64)[keep]
         self.r_off = _num(reads.column("offset"), -1, np.int64)[keep]
         self.r_prod = _codes(reads.column("producer"), self.producers)[keep]
+        self.r_digest = _digests(reads)[keep]
 
         self._fill_send_partitions_from_reads()
 

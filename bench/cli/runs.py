@@ -154,7 +154,7 @@ def cmd_list(args) -> int:
     from rich.table import Table
 
     from bench.check.host import RULE as HOST_RULE
-    from bench.check.safety import verdict
+    from bench.check.outcome import run_verdict
 
     console = Console()
     t = Table(title="built-in scenarios (workloads/scenarios)")
@@ -190,7 +190,7 @@ def cmd_list(args) -> int:
         moves = ", ".join((f"{m['move_seconds']:.2f}s" if isinstance(m.get("move_seconds"), (int, float)) else "?")
                           + ("*" if m.get("host_saturated") else "") for m in s.get("moves", [])) or "-"
         t.add_row(str(s.get("run_id")), str(s.get("system")), str(s.get("started_at")), run_status(d, s),
-                  _marked(verdict(s.get("checks", {}).get("valid"))), host_text(s), moves, str(d))
+                  _marked(run_verdict(s)), host_text(s), moves, str(d))
     console.print(t if run_dirs else f"no runs under {root}")
     if run_dirs:
         console.print(f"host saturated: {HOST_RULE} (load window: yes/no/unknown, mean busy %); "

@@ -45,6 +45,7 @@ SCHEMA = pa.schema(
         ("group", pa.string()),  # deliver: the consumer group (by hand, `assign`: the group it stands for)
         ("member", pa.string()),  # deliver: the consumer within its group
         ("record_ts", pa.float64()),  # deliver: the record's timestamp (CreateTime: the producer's clock), s
+        ("digest", pa.int64()),  # send: CRC-32 of the value sent; read: of the value read back (null: not taken)
     ]
 )
 
@@ -71,12 +72,13 @@ def send_row(
     offset: int | None = None,
     size_bytes: int | None = None,
     error: str | None = None,
+    digest: int | None = None,
 ) -> dict[str, Any]:
     """A ``send`` row: one produce call and its outcome (ok / fail / info)."""
     return {
         "kind": "send", "ts": ts, "msg_id": msg_id, "producer": producer, "topic": topic,
         "partition": partition, "ack_ts": ack_ts, "outcome": outcome, "error": error,
-        "offset": offset, "size_bytes": size_bytes,
+        "offset": offset, "size_bytes": size_bytes, "digest": digest,
     }
 
 
@@ -89,11 +91,12 @@ def read_row(
     offset: int,
     producer: str | None = None,
     size_bytes: int | None = None,
+    digest: int | None = None,
 ) -> dict[str, Any]:
     """A ``read`` row: the verifying consumer saw ``msg_id`` at (topic, partition, offset)."""
     return {
         "kind": "read", "ts": ts, "msg_id": msg_id, "producer": producer, "topic": topic,
-        "partition": partition, "outcome": "ok", "offset": offset, "size_bytes": size_bytes,
+        "partition": partition, "outcome": "ok", "offset": offset, "size_bytes": size_bytes, "digest": digest,
     }
 
 

@@ -37,7 +37,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.check.safety import verdict
+from bench.check.outcome import run_verdict
+from bench.report import evidence
 from bench.check.summary import load_cpu_s_per_1000
 from bench.report.model_text import check_unit, check_values
 
@@ -182,7 +183,7 @@ def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
                                    or (s.get("params") or {}).get("replication_factor")),
             "runs": []})
         c["runs"].append({"run_id": s.get("run_id"), "repetition": s.get("repetition", 1),
-                          "verdict": verdict((s.get("checks") or {}).get("valid")), "provenance": provenance_facts(s),
+                          "verdict": run_verdict(s), "provenance": provenance_facts(s),
                           "metrics": run_metrics(s), **({"moves": mv} if (mv := move_rows(s)) else {})})
     for c in configs.values():
         c["runs"].sort(key=lambda r: r["repetition"] or 0)
@@ -282,22 +283,101 @@ def _shown(p: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
 
-def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, extra: list[str] | None = None) -> Path:
-    """Write the extract NAME.json into ``out_dir``: a benchmark extract for one ``.json`` file,
-    else a runs extract of the summaries under the sources."""
+def derive(sources: list[Path], extra: list[str] | None = None) -> tuple[dict[str, Any], list[Path]]:
+    """(the extract of ``sources``, the run directories it read): a model extract of an
+    aggregate's model.json, a crosscheck extract of crosscheck.json files, a benchmark extract of
+    one other ``.json`` file, else a runs extract of the summaries under the sources."""
+    if len(sources) == 1 and sources[0].is_file() and sources[0].name == "model.json":
+        return collect_model(sources[0]), []
+    if all(p.is_file() and p.name == "crosscheck.json" for p in sources):
+        dirs = [d for p in sources for d, _ in find_summaries([p.parent / sc for sc in
+                                                               json.loads(p.read_text()).get("scenarios") or {}])]
+        return collect_crosscheck(sources), dirs
+    if len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json":
+        return collect_benchmark(sources[0], extra), []
+    return collect_runs(sources), [d for d, _ in find_summaries(sources)]
+
+
+def _text(extract: dict[str, Any]) -> str:
+    return json.dumps(_rounded(extract), indent=1) + "\n"
+
+
+def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, extra: list[str] | None = None,
+            *, allow_dirty: bool = False, allow_mixed: bool = False) -> Path:
+    """Write the extract NAME.json into ``out_dir`` and its evidence bundle (bench/report/evidence.py)
+    into ``out_dir/bundles/NAME``, refusing inputs of a dirty tree or of more than one commit
+    unless allowed."""
     if not _NAME.match(name):
         raise FiguresError(f"--as {name!r}: use letters, digits, '.', '_' and '-'")
-    if len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).name == "model.json":
-        extract = collect_model(sources[0])
-    elif all(Path(p).is_file() and Path(p).name == "crosscheck.json" for p in sources):
-        extract = collect_crosscheck(sources)
-    elif len(sources) == 1 and Path(sources[0]).is_file() and Path(sources[0]).suffix == ".json":
-        extract = collect_benchmark(sources[0], extra)
-    else:
-        extract = collect_runs(sources)
+    srcs = [Path(p) for p in sources]
+    for p in srcs:
+        if not p.exists():
+            raise FiguresError(f"{p}: no such file or directory")
+    extract, run_dirs = derive(srcs, extra)
+    try:
+        files, run_dirs = evidence.inputs(extract["kind"], srcs, run_dirs)
+        bench_json = json.loads(srcs[0].read_text()) if extract["kind"] == "benchmark" else None
+        summaries = [json.loads((d / "summary.json").read_text()) for d in run_dirs]
+        commit, dirty = evidence.one_clean_commit(evidence.commit_of(summaries, bench_json), allow_dirty, allow_mixed)
+        manifest = evidence.write_bundle(out_dir, name, extract["kind"], srcs, files, run_dirs, commit, dirty,
+                                         extract["sources"])
+    except (evidence.EvidenceError, OSError, ValueError) as e:
+        raise FiguresError(str(e)) from None
+    if extra is not None:
+        manifest["extra"] = extra
+        (evidence.bundle_dir(out_dir, name) / evidence.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    extract.update(bundle=f"{evidence.BUNDLES}/{name}", commit=commit, dirty=dirty)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{name}.json"
-    out.write_text(json.dumps(_rounded(extract), indent=1) + "\n")
+    out.write_text(_text(extract))
+    return out
+
+
+def rederive(name: str, measurements: Path = MEASUREMENTS) -> list[str]:
+    """What differs between the extract NAME.json and what its bundle gives now: files whose
+    sha256 is not the manifest's, or an extract that collect on the bundled inputs would not
+    write byte for byte. [] if the extract names no bundle (see :func:`unbundled`)."""
+    path = measurements / f"{name}.json"
+    try:
+        text = path.read_text()
+        e = json.loads(text)
+    except (OSError, ValueError) as exc:
+        return [f"{_shown(path)}: unreadable ({exc})"]
+    if not isinstance(e, dict) or not e.get("bundle"):
+        return []
+    bundle = measurements / e["bundle"]
+    try:
+        manifest = evidence.read_manifest(bundle)
+    except evidence.EvidenceError as exc:
+        return [str(exc)]
+    problems = [f"{_shown(bundle)}/files/{p}" for p in evidence.file_problems(bundle, manifest)]
+    if problems:
+        return problems
+    try:
+        again, _ = derive(evidence.bundled_sources(bundle, manifest), manifest.get("extra"))
+    except (FiguresError, OSError, ValueError, KeyError) as exc:
+        return [f"{_shown(bundle)}: collect on the bundled inputs failed: {exc}"]
+    again["sources"] = [s["given"] for s in manifest["sources"]]
+    again.update(bundle=e["bundle"], commit=manifest.get("commit"), dirty=manifest.get("dirty"))
+    if _text(again) != text:
+        return [f"{_shown(path)}: not what its bundle {e['bundle']} gives (python -m bench figures collect again, "
+                "or restore the file)"]
+    return []
+
+
+def extract_names(measurements: Path = MEASUREMENTS) -> list[str]:
+    return sorted(p.stem for p in measurements.glob("*.json"))
+
+
+def unbundled(measurements: Path = MEASUREMENTS) -> list[str]:
+    """Extracts that name no bundle (collected before bundles existed): they cannot be re-derived."""
+    out = []
+    for n in extract_names(measurements):
+        try:
+            if not json.loads((measurements / f"{n}.json").read_text()).get("bundle"):
+                out.append(n)
+        except (OSError, ValueError, AttributeError):
+            out.append(n)
     return out
 
 

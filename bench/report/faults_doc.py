@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis.aggregate.discovery import provenance_of
-from bench.check.safety import verdict, verdict_counts
+from bench.check.outcome import run_verdict
+from bench.check.safety import verdict_counts
 from bench.report.format import commit_label
 from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
 from bench.scenario.actions import SPECS
@@ -82,7 +83,7 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
         "lost": (checks.get("lost_writes") or {}).get("lost_count"),
         "duplicated": (checks.get("duplicates") or {}).get("duplicated_count"),
         "reordered": (checks.get("reordering") or {}).get("reordered_count"),
-        "valid": checks.get("valid"),
+        "verdict": run_verdict(s),
         "failed": checks.get("failed") or [],
         "outage": worst["unavailable_seconds"] if worst else None,
         "recovered_by": (f"failover to broker {worst['new_leader']}" if worst.get("new_leader") is not None
@@ -138,7 +139,7 @@ def _happened(facts: list[dict[str, Any]]) -> str:
 
 def _verdict(facts: list[dict[str, Any]]) -> str:
     """``3 pass, 0 fail, 0 unknown``, naming the checks that failed."""
-    text = verdict_counts(verdict(f["valid"]) for f in facts)
+    text = verdict_counts(f["verdict"] for f in facts)
     failed = sorted({name for f in facts for name in f["failed"]})
     return text + (f" (failed: {', '.join(failed)})" if failed else "")
 

@@ -180,7 +180,7 @@ LINK_FILL = Section("Link fill during moves", note=tb.LINK_FILL_NOTE, head=tb.LI
                     rows=lambda v: tb.link_fill_rows(v.move_links, v.label),
                     empty=lambda v: not v.t["move_links"], empty_text=tb.NO_LINKS)
 SAFETY = Section("Safety verdicts", note=tb.SAFETY_NOTE, head=tb.SAFETY_HEAD, rows=lambda v: tb.safety_rows(v.t),
-                 bullets=lambda v: tb.safety_counts(v.t), verdict_cols=(2, 3, 4, 5, 6, 7))
+                 bullets=lambda v: tb.safety_counts(v.t), verdict_cols=(2, 3, 4, 5, 6, 7, 8))
 FAULTS = Section("Fault outages", note=tb.FAULT_NOTE, head=tb.FAULT_HEAD, rows=lambda v: tb.fault_rows(v.t)[0],
                  paragraph=lambda v: f"From {short_runs(tb.fault_rows(v.t)[1])}.",
                  applies=lambda v: bool(v.t["outages"]))
@@ -190,11 +190,11 @@ MODEL = Section("Model", markdown=lambda v: model_markdown(v.t, v.notes, v.headl
 
 # summary.md's own units: every run, and every fault of every run
 RUNS_HEAD = ["run", "system", "repetition", "sends", "acked", "fail", "info", "p99 ms", "max move s",
-             "max unavailable s", "valid", "failed checks"]
+             "max unavailable s", "verdict", "failed checks / how it ended"]
 RUNS = Section("Runs", head=RUNS_HEAD, rows=lambda v: [
     [r["run_key"], r["system"], repetition_text(r), r["sends"], r["acked"], r["send_fail"], r["send_info"],
      fmt_num(r["latency_p99_ms"]), fmt_num(r["max_move_seconds"]), fmt_num(r["max_unavailable_seconds"]),
-     r["valid"], r["failed_checks"] or ""] for r in v.t["runs"]],
+     r["valid"], r["failed_checks"] or r.get("problems") or ""] for r in v.t["runs"]],
     paragraph=lambda v: f"Verdicts: {verdict_counts(r['valid'] for r in v.t['runs'])}.")
 OUTAGES_NOTE = ("Per fault action: the worst affected partition's time without an ack, from 1 s before the "
                 "fault to its first ack after recovery (the paired recovery action's end, or a failover a "

@@ -484,21 +484,24 @@ def link_fill_rows(move_links: list[dict[str, Any]], label=str) -> list[list[Any
     return rows
 
 
-SAFETY_COLS = ("valid", "lost_writes", "duplicates", "reordering", "unexpected", "lost_prefill")
+SAFETY_COLS = ("valid", "lost_writes", "duplicates", "corrupted", "reordering", "unexpected", "lost_prefill")
 
 
 SAFETY_NOTE = ("Each check's verdict per run: pass, fail, or unknown (the check could not decide, e.g. no reads "
-               "to compare with; never counted as a pass). valid: every checker of the run together. Lost prefill: "
+               "to compare with; never counted as a pass). Verdict: every checker of the run together, and pass only for a run "
+               "that completed with no error and every action ended ok (else unknown, saying how it ended). Corrupted: "
+               "a message read back whose value's CRC-32 differs from the one sent. Lost prefill: "
                "the verifying consumer read back fewer prefill records than were written (counted per partition; "
                "with tiered storage most of the prefill is read from object storage).")
 
 
-SAFETY_HEAD = ["run", "system", "valid", "lost writes", "duplicates", "reordering", "unexpected", "lost prefill",
-               "failed checks"]
+SAFETY_HEAD = ["run", "system", "verdict", "lost writes", "duplicates", "corrupted", "reordering", "unexpected",
+               "lost prefill", "failed checks / how it ended"]
 
 
 def safety_rows(t) -> list[list[str]]:
-    return [[r["run_key"], label(r["system"]), *[r.get(c) or "unknown" for c in SAFETY_COLS], r["failed_checks"] or ""]
+    return [[r["run_key"], label(r["system"]), *[r.get(c) or "unknown" for c in SAFETY_COLS],
+             r["failed_checks"] or r.get("problems") or ""]
             for r in t["runs"]]
 
 

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.check.outcome import run_verdict
 from bench.history.names import POLL_INTERVAL_S
 from bench.run import runner
 from bench.run.external import THROTTLE_KEYS
@@ -65,7 +66,7 @@ def _cluster_start(sc, cluster_dir: Path) -> str:
 def _measures(summary: dict[str, Any]) -> dict[str, Any]:
     moves = [m["move_seconds"] for m in summary.get("moves", [])]
     outs = [o["unavailable_seconds"] for o in summary.get("outages", [])]
-    return {"valid": (summary.get("checks") or {}).get("valid"),
+    return {"valid": {"pass": True, "fail": False}.get(run_verdict(summary), "unknown"),
             "move_seconds": max(moves) if moves and None not in moves else None,
             "unavailable_seconds": max(outs) if outs and None not in outs else None}
 

@@ -32,6 +32,7 @@ import math
 import os
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -138,8 +139,8 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
            timeout_s: float = 120.0, group: str = "bench-verify",
            client: Mapping[str, Any] | None = None) -> dict[tuple[str, int], dict]:
     """Read every partition from offset 0 to the high watermark it has now; ``on_rows`` gets
-    batches of ``read`` rows (harness messages with their id; prefill records as msg_id -1 are
-    only counted). Returns per partition ``{high_watermark, read, prefill_read, complete,
+    batches of ``read`` rows (harness messages with their id and the CRC-32 of their value;
+    prefill records as msg_id -1 are only counted). librdkafka checks every batch's CRC. Returns per partition ``{high_watermark, read, prefill_read, complete,
     error}``; bounded by ``timeout_s`` (a partition that cannot be read is reported incomplete)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -147,7 +148,8 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
     c = Consumer(clients.librdkafka(bootstrap, {
         "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
         "auto.offset.reset": "earliest", "fetch.max.bytes": 64 * 1024 * 1024,
-        "max.partition.fetch.bytes": 8 * 1024 * 1024, "client.id": "verify"}, client))
+        "max.partition.fetch.bytes": 8 * 1024 * 1024, "client.id": "verify",
+        "check.crcs": True}, client))  # librdkafka checks each batch's CRC (off by default)
     stats = {tp: {"high_watermark": None, "read": 0, "prefill_read": 0, "complete": False, "error": None}
              for tp in tps}
     deadline = time.monotonic() + timeout_s
@@ -189,9 +191,10 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
                 if msg_id < 0:
                     st["prefill_read"] += 1
                 else:
+                    value = m.value() or b""
                     rows.append({"kind": "read", "ts": time.time(), "msg_id": msg_id, "producer": producer,
                                  "topic": tp[0], "partition": tp[1], "outcome": "ok", "offset": off,
-                                 "size_bytes": len(m.value() or b"")})
+                                 "size_bytes": len(value), "digest": zlib.crc32(value)})
                 pos[tp] = max(pos.get(tp, -1), off)
                 if tp in todo and off + 1 >= st["high_watermark"]:
                     st["complete"] = True

@@ -143,6 +143,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         "size_bytes": size,
         "event": pa.nulls(n, pa.string()), "detail": pa.nulls(n, pa.string()),
         "group": pa.nulls(n, pa.string()), "member": pa.nulls(n, pa.string()), "record_ts": pa.nulls(n, pa.float64()),
+        "digest": pa.nulls(n, pa.int64()),
     }, schema=SCHEMA)
     tables = [sends]
     if cfg.with_reads:
@@ -158,7 +159,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
             "size_bytes": size[ri], "event": pa.nulls(ri.size, pa.string()),
             "detail": pa.nulls(ri.size, pa.string()),
             "group": pa.nulls(ri.size, pa.string()), "member": pa.nulls(ri.size, pa.string()),
-            "record_ts": pa.nulls(ri.size, pa.float64()),
+            "record_ts": pa.nulls(ri.size, pa.float64()), "digest": pa.nulls(ri.size, pa.int64()),
         }, schema=SCHEMA))
     pbytes = cfg.prefill_bytes + int(((part == moved) & ok & (ack < req)).sum()) * cfg.message_bytes
     ev: list[tuple[float, str, dict[str, Any]]] = [
@@ -195,7 +196,9 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         phases = {"flush_tail": flush_s, "handover": rest * 0.4, "recover": rest * 0.6}
     ev += [(lc, "leader_change", {"action_id": 0, "topic": "hot", "partition": moved, "leader": 3}),
            (lc, "move_complete", {"action_id": 0, "topic": "hot", "partition": moved, "new_leader": 3, "ts": lc}),
-           (lc + 0.02, "action_end", {"action_id": 0, "action": "reassign"})]
+           (lc + 0.02, "action_end", {"action_id": 0, "action": "reassign", "ok": True}),
+           (t0 + cfg.duration_s, "run_end", {"completed": True, "error": None, "ended": "completed",
+                                            "duration_s": cfg.duration_s})]
     ne = len(ev)
     tables.append(pa.table({
         "kind": pa.array(["event"] * ne, pa.string()), "ts": [e[0] for e in ev], "msg_id": [-1] * ne,
@@ -205,6 +208,7 @@ def build_history(cfg: SynthRun) -> tuple[pa.Table, dict[str, Any]]:
         "offset": pa.nulls(ne, pa.int64()), "size_bytes": pa.nulls(ne, pa.int32()),
         "event": [e[1] for e in ev], "detail": [json.dumps(e[2], sort_keys=True) for e in ev],
         "group": pa.nulls(ne, pa.string()), "member": pa.nulls(ne, pa.string()), "record_ts": pa.nulls(ne, pa.float64()),
+        "digest": pa.nulls(ne, pa.int64()),
     }, schema=SCHEMA))
     facts = {"t0": t0, "request_ts": req, "leader_change_ts": lc, "partition_bytes": pbytes, "phases": phases,
              "move_seconds_model": move_s, "copy_bytes": copied if cfg.tiered else None}
@@ -266,6 +270,7 @@ def write_run(run_dir: str | Path, cfg: SynthRun, *, scenario: str = "synthetic-
     summary = {
         "run_id": run_id, "scenario": scenario, "system": cfg.system, "synthetic": True,
         "started_at": facts["t0"], "finished_at": facts["t0"] + cfg.duration_s, "duration_s": cfg.duration_s,
+        "completed": True, "error": None, "ended": "completed", "problems": [],
         "provenance": {"date": None, "machine": None, "git": {"commit": None, "dirty": None}, "versions": None,
                        "links_emulated": False},
         "params": {"prefill_bytes_per_partition": cfg.prefill_bytes,

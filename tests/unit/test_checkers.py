@@ -62,6 +62,35 @@ def test_removing_one_acked_read_makes_lost_writes_fail():
     assert overall["valid"] is False and overall["failed"] == ["lost_writes"]
 
 
+def test_an_acked_write_read_only_in_another_partition_is_lost():
+    """Matching is by partition: message 3 was acked on t-1; a copy of it read in t-0 does not
+    stand for it (read_elsewhere_count)."""
+    rows = without_read(clean_rows(), 3) + [read_row(3, T0 + 40, topic="t", partition=0, offset=9)]
+    lost = check_lost_writes(to_table(rows))
+    assert lost["valid"] is False and lost["lost_examples"] == [3] and lost["lost_by_partition"] == {"t-1": 1}, lost
+    assert lost["read_elsewhere_count"] == 1
+    assert check_lost_writes(to_table(clean_rows()))["read_elsewhere_count"] == 0
+
+
+def test_a_value_read_back_unlike_the_one_sent_is_corrupted():
+    """The send row's digest (CRC-32 of the value) against the read row's; a history without
+    digests compares nothing and says so."""
+    from bench.check import check_corrupted
+
+    def with_digests(rows, bad=None):
+        return [{**r, "digest": 1000 + r["msg_id"] + (1 if r["kind"] == "read" and r["msg_id"] == bad else 0)}
+                for r in rows]
+
+    ok = check_corrupted(to_table(with_digests(clean_rows())))
+    assert ok["valid"] is True and ok["corrupted_count"] == 0 and ok["checked_count"] == 10, ok
+    bad = check_corrupted(to_table(with_digests(clean_rows(), bad=7)))
+    assert bad["valid"] is False and bad["corrupted_count"] == 1, bad
+    assert bad["examples"] == [{"msg_id": 7, "topic": "t", "partition": 1, "offset": 3}]
+    assert check_all(to_table(with_digests(clean_rows(), bad=7)))["failed"] == ["corrupted"]
+    none = check_corrupted(to_table(clean_rows()))
+    assert none["valid"] is True and none["checked_count"] == 0 and "not compared" in none["note"]
+
+
 def test_lost_writes_unknown_without_reads_and_ignores_unacked():
     no_reads = [r for r in clean_rows() if r["kind"] != "read"]
     assert check_lost_writes(to_table(no_reads))["valid"] == "unknown"

@@ -22,6 +22,7 @@ def test_readme_figure_blocks_are_what_the_stored_extracts_render():
 def _summary(run_id: str, move_s: float, *, rep: int | None, new: bool = True, valid: bool | None = True) -> dict:
     s = {
         "run_id": run_id, "scenario": "sc", "system": "replication", "started_at": "2026-11-20T10:00:00+00:00",
+        "completed": True, "error": None,
         "params": {"prefill_bytes_per_partition": 16 << 20, "replication_factor": 1, "link_rate": "100mbit"},
         "checks": {"valid": valid, "latency": {"actions": [{"action_id": 0, "all": {"during": {"p99_ms": 40.0 + rep}}}]}},
         "moves": [{"action_id": 0, "move_seconds": move_s, "partition_bytes": 1000, "bytes_moved_inter_broker": 1200,
@@ -64,9 +65,9 @@ def results(tmp_path):
 
 
 def test_collect_pools_repetitions_and_reads_both_provenance_formats(results, tmp_path):
-    out = fig.collect([results / "suite-default" / "T1"], "s", tmp_path / "m")
+    out = fig.collect([results / "suite-default" / "T1"], "s", tmp_path / "m", allow_dirty=True, allow_mixed=True)
     e = json.loads(out.read_text())
-    assert e["kind"] == "runs"
+    assert e["kind"] == "runs" and e["commit"] is None and e["dirty"] is True  # two commits, one tree unknown
     a, old = e["configurations"]
     assert [r["run_id"] for r in a["runs"]] == ["a__rep=1", "a__rep=2", "a__rep=3"]
     assert a["figures"]["move_seconds"] == {"median": 2.5, "min": 2.0, "max": 3.0, "n": 3}
@@ -84,13 +85,13 @@ def test_collect_pools_repetitions_and_reads_both_provenance_formats(results, tm
                                             "machine": {"cpus": 4, "mem_gib": 8.0, "kernel": "6.2.0"},
                                             "links_emulated": True}
     # a results root finds the same runs as the suite's list
-    again = json.loads(fig.collect([results], "r", tmp_path / "m").read_text())
+    again = json.loads(fig.collect([results], "r", tmp_path / "m", allow_dirty=True, allow_mixed=True).read_text())
     assert [c["config_id"] for c in again["configurations"]] == ["a", "old"]
 
 
 def test_render_check_and_missing_extract(results, tmp_path, capsys):
     m = tmp_path / "m"
-    fig.collect([results / "sc"], "s", m)
+    fig.collect([results / "sc"], "s", m, allow_dirty=True, allow_mixed=True)
     doc = tmp_path / "R.md"
     doc.write_text("intro\n<!-- figures:s begin -->\nmove 9.99 s\n<!-- figures:s end -->\nrest\n")
     assert main_code(["figures", "--check", "--file", str(doc), "--dir", str(m)]) == 1
@@ -150,9 +151,17 @@ def test_collect_and_render_a_model_extract(tmp_path):
                       "validations": [], "reason": "no passing held-out size check", "basis": "b"}],
         "grid": {"points": 197784},
     }
-    src = tmp_path / "model.json"
+    src = tmp_path / "aggregate" / "model.json"
+    src.parent.mkdir()
     src.write_text(json.dumps(model))
+    with pytest.raises(fig.FiguresError, match="runs.csv"):  # the runs it rests on: the aggregate's runs table
+        fig.collect([src], "models", out_dir=tmp_path)
+    _write(tmp_path / "calibrate" / "T" / "a", _summary("a", 1.0, rep=1))
+    (src.parent / "runs.csv").write_text(f"run_key,run_dir\ncalibrate/T/a,{tmp_path / 'calibrate' / 'T' / 'a'}\n")
     out = fig.collect([src], "models", out_dir=tmp_path)
+    assert json.loads(out.read_text())["commit"] == "abc123"
+    assert sorted(fig.evidence.read_manifest(tmp_path / "bundles" / "models")["files"]) == \
+        ["aggregate/model.json", "aggregate/runs.csv", "calibrate/T/a/summary.json"]
     text = fig.render("models", tmp_path)
     assert json.loads(out.read_text())["kind"] == "model"
     assert "| partition | replication | 1 Gbit/s | 1.0 h | ≤ 3.20 % | size |" in text
@@ -179,3 +188,100 @@ def test_a_multi_move_run_gets_one_row_per_move_with_the_link_in_force(tmp_path)
     assert [(m["partition"], m["link"]) for m in run["moves"]] == [("z1-0", "100mbit"), ("l2-0", "1gbit"), ("x-0", None)]
     text = fig.render_runs("x", e)
     assert "| z1-0 | 100mbit | 2.00 s (4.00 MB) |" in text and "| l2-0 | 1gbit | 0.500 s (8.00 MB) |" in text, text
+
+
+def _clean_results(tmp_path: Path, commit: str = "abc123", dirty: bool = False) -> Path:
+    """Three repetitions of configuration `a` with a scenario file each, all on one commit."""
+    root = tmp_path / "results"
+    for rep in (1, 2, 3):
+        s = _summary(f"a__rep={rep}", 2.0 + rep, rep=rep)
+        s["provenance"]["git"] = {"commit": commit, "dirty": dirty}
+        _write(root / "sc" / "T1" / f"a__rep={rep}", s)
+        (root / "sc" / "T1" / f"a__rep={rep}" / "scenario.yaml").write_text(f"name: sc\n# rep {rep}\n")
+    return root
+
+
+def test_collect_refuses_a_dirty_tree_and_mixed_commits_unless_told(tmp_path):
+    dirty = _clean_results(tmp_path / "d", dirty=True)
+    with pytest.raises(fig.FiguresError, match="dirty"):
+        fig.collect([dirty], "x", tmp_path / "m")
+    assert not (tmp_path / "m" / "x.json").exists()
+    assert json.loads(fig.collect([dirty], "x", tmp_path / "m", allow_dirty=True).read_text())["dirty"] is True
+    other = _clean_results(tmp_path / "o", commit="fff999")
+    with pytest.raises(fig.FiguresError, match="2 commits"):
+        fig.collect([_clean_results(tmp_path / "c"), other], "y", tmp_path / "m")
+    e = json.loads(fig.collect([_clean_results(tmp_path / "c2")], "z", tmp_path / "m").read_text())
+    assert (e["commit"], e["dirty"], e["bundle"]) == ("abc123", False, "bundles/z")
+
+
+def test_check_rederives_every_extract_from_its_bundle_and_fails_on_any_edit(tmp_path, capsys):
+    m = tmp_path / "m"
+    fig.collect([_clean_results(tmp_path)], "s", m)
+    doc = tmp_path / "R.md"
+    doc.write_text("<!-- figures:s begin -->\n<!-- figures:s end -->\n")
+    assert main_code(["figures", "--file", str(doc), "--dir", str(m)]) == 0
+    check = ["figures", "--check", "--file", str(doc), "--dir", str(m)]
+    assert main_code(check) == 0, capsys.readouterr().err
+    bundle = m / "bundles" / "s"
+    manifest = fig.evidence.read_manifest(bundle)
+    assert manifest["commit"] == "abc123" and len(manifest["runs"]) == 3
+    assert sorted(manifest["files"]) == [f"sc/T1/a__rep={r}/{f}" for r in (1, 2, 3) for f in ("scenario.yaml", "summary.json")]
+    assert all(len(r["summary_sha256"]) == 64 and r["history_sha256"] is None for r in manifest["runs"])
+
+    def one_char(path: Path, old: str, new: str) -> None:
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+
+    extract = m / "s.json"
+    saved = extract.read_text()
+    one_char(extract, '"median": 4', '"median": 5')  # the figure the block quotes ...
+    assert main_code(check) == 1
+    assert "not what its bundle" in capsys.readouterr().err
+    extract.write_text(saved.replace('"date": "2026', '"date": "2027', 1))  # ... or a field no block shows
+    assert main_code(check) == 1
+    extract.write_text(saved)
+    assert main_code(check) == 0
+    summary = bundle / "files" / "sc" / "T1" / "a__rep=2" / "summary.json"
+    one_char(summary, '"move_seconds": 4.0', '"move_seconds": 4.5')
+    assert main_code(check) == 1
+    assert "a__rep=2/summary.json: sha256 differs" in capsys.readouterr().err
+    fig.collect([_clean_results(tmp_path / "again")], "s", m)  # a fresh bundle of the same runs
+    assert main_code(check) == 0
+    (bundle / "files" / "extra.json").write_text("{}")
+    assert main_code(check) == 1
+    assert "extra.json: not in the manifest" in capsys.readouterr().err
+
+
+def test_verify_rehashes_the_histories_and_reruns_the_checkers(tmp_path, capsys):
+    """A run still on disk: its history's and summary's sha256 and the checkers re-run on its
+    history (the summary `bench analyze` would write) against the bundle."""
+    import pyarrow as pa
+
+    from bench.check.summary import write_summary
+    from bench.history.store import SCHEMA, read_history
+    from tests.support.synthetic import SynthRun, write_run
+
+    run = tmp_path / "results" / "synthetic-sweep" / "T" / "r1"
+    write_run(run, SynthRun("replication", duration_s=10.0, move_at_s=3.0, rate_msgs_per_s=40.0))
+    table = read_history(run / "history.parquet")
+    start = {"kind": "event", "ts": table["ts"][0].as_py(), "msg_id": -1, "partition": -1, "event": "run_start",
+             "detail": json.dumps({"run_id": "r1", "scenario": "synthetic-sweep", "system": "replication",
+                                   "provenance": {"git": {"commit": "abc123", "dirty": False}}})}
+    import pyarrow.parquet as pq
+    pq.write_table(pa.concat_tables([pa.Table.from_pylist([start], schema=SCHEMA), table]), run / "history.parquet")
+    write_summary(run)
+    m = tmp_path / "m"
+    fig.collect([tmp_path / "results"], "v", m)
+    assert main_code(["figures", "verify", "--dir", str(m)]) == 0
+    assert "v: 1 run(s), 1 on this machine, 1 re-checked" in capsys.readouterr().out
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "results").rename(moved)  # not where it ran: found under --results
+    assert main_code(["figures", "verify", "--dir", str(m)]) == 0
+    assert "0 of 1 bundled runs found" in capsys.readouterr().out
+    assert main_code(["figures", "verify", "--dir", str(m), "--results", str(moved)]) == 0
+    assert "1 re-checked" in capsys.readouterr().out
+    h = moved / "synthetic-sweep" / "T" / "r1" / "history.parquet"
+    pq.write_table(pq.read_table(h).slice(1), h)  # the history lost a row
+    assert main_code(["figures", "verify", "--dir", str(m), "--results", str(moved)]) == 1
+    assert "history differs" in capsys.readouterr().out

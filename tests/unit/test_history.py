@@ -22,7 +22,7 @@ EXPECTED_SCHEMA = pa.schema(
         ("ack_ts", pa.float64()), ("outcome", pa.string()), ("error", pa.string()),
         ("offset", pa.int64()), ("size_bytes", pa.int32()), ("event", pa.string()),
         ("detail", pa.string()), ("group", pa.string()), ("member", pa.string()),
-        ("record_ts", pa.float64()),
+        ("record_ts", pa.float64()), ("digest", pa.int64()),
     ]
 )
 
@@ -46,11 +46,11 @@ def test_schema_is_the_published_contract():
 def test_histories_written_before_the_consumer_columns_still_read(tmp_path):
     import pyarrow.parquet as pq
 
-    old = to_table(sample_rows()).drop_columns(["group", "member", "record_ts"])
+    old = to_table(sample_rows()).drop_columns(["group", "member", "record_ts", "digest"])
     pq.write_table(old, tmp_path / "history.parquet")
     table = read_history(tmp_path / "history.parquet")
     assert table.schema.equals(EXPECTED_SCHEMA)
-    assert table.column("group").null_count == len(sample_rows())
+    assert table.column("group").null_count == table.column("digest").null_count == len(sample_rows())
 
 
 def test_round_trip_keeps_schema_values_and_defaults(tmp_path):

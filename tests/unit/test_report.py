@@ -272,9 +272,9 @@ def test_verdicts_are_pass_fail_unknown_with_counts(tmp_path):
     section = md.split("## Safety verdicts", 1)[1].split("\n## ", 1)[0]
     assert "true" not in section and "false" not in section
     # the broker-loss runs' summaries name no per-check verdicts: unknown, never pass
-    assert "- valid: 7 pass, 1 fail, 1 unknown" in section and "- duplicates: 5 pass, 0 fail, 4 unknown" in section
+    assert "- verdict: 7 pass, 1 fail, 1 unknown" in section and "- duplicates: 5 pass, 0 fail, 4 unknown" in section
     # no lost_prefill column in these tables (an aggregate from before it): unknown
-    assert ("| hand/t/replication-4194304 | replication copy (Kafka) | unknown | pass | unknown | pass | pass | unknown |  |"
+    assert ("| hand/t/replication-4194304 | replication copy (Kafka) | unknown | pass | unknown | unknown | pass | pass | unknown |  |"
             in section)
     assert "<td class='unk'>unknown</td>" in html and "<td class='bad'>fail</td>" in html
 

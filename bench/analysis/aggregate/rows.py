@@ -15,6 +15,7 @@ from bench.analysis.aggregate.tables import SAFETY_CHECKS, SAFETY_COUNTS
 from bench.analysis.model import family_of
 from bench.check.metrics import MOVE_METRICS, MoveRef
 from bench.check.moves import LINK_WAYS, move_link_fill, outage_of, split_bytes_moved
+from bench.check.outcome import run_ending_problems, run_verdict
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
 from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED
@@ -361,8 +362,9 @@ def run_rows(runs, moves, gaps, run_gaps) -> list[dict[str, Any]]:
             "max_unavailable_seconds": max(ug) if ug else None,
             "run_max_unavailable_seconds": run_gaps.get(r.idx),
             "bytes_moved": sum(bm) if bm else None,
-            "valid": verdict(checks.get("valid", "unknown")),
+            "valid": run_verdict(r.summary),  # the run's verdict: its checks and how it ended
             "failed_checks": ",".join(failed) if isinstance(failed, list) else None,
+            "problems": "; ".join(run_ending_problems(r.summary)) or None,
             **host_columns(r.summary),
         }
         for name in SAFETY_CHECKS:

@@ -18,8 +18,9 @@ from bench.check.safety import VERDICTS
 from bench.check.windows import PHASES
 
 DEFAULT_OUT = Path("results/aggregate")
-SAFETY_CHECKS = ("lost_writes", "duplicates", "reordering", "unexpected", "lost_prefill")
-SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", "reordering": "reordered_count",
+SAFETY_CHECKS = ("lost_writes", "duplicates", "corrupted", "reordering", "unexpected", "lost_prefill")
+SAFETY_COUNTS = {"lost_writes": "lost_count", "duplicates": "duplicated_count", "corrupted": "corrupted_count",
+                 "reordering": "reordered_count",
                  "unexpected": "unexpected_count", "lost_prefill": "lost_prefill_count"}
 # A move as the Kafka protocol alone shows it (summary.json moves[].protocol), beside the
 # brokers' journal where there is one: request -> a client sees a target lead, -> the cluster no
@@ -57,9 +58,11 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("latency_p999_ms", F64), ("latency_max_ms", F64),
         ("moves", I64), ("max_move_seconds", F64), ("max_unavailable_seconds", F64),
         ("run_max_unavailable_seconds", F64), ("bytes_moved", F64),
-        ("valid", STR), ("failed_checks", STR),
-        ("lost_writes", STR), ("duplicates", STR), ("reordering", STR), ("unexpected", STR), ("lost_prefill", STR),
-        ("lost_count", I64), ("duplicated_count", I64), ("reordered_count", I64), ("unexpected_count", I64),
+        ("valid", STR), ("failed_checks", STR), ("problems", STR),
+        ("lost_writes", STR), ("duplicates", STR), ("corrupted", STR), ("reordering", STR), ("unexpected", STR),
+        ("lost_prefill", STR),
+        ("lost_count", I64), ("duplicated_count", I64), ("corrupted_count", I64), ("reordered_count", I64),
+        ("unexpected_count", I64),
         ("lost_prefill_count", I64),
         ("timeline_t0", F64), ("timeline_bin_s", F64),
         # summary.json's host: the host's CPU over the load window (bench/check/host.py; null: unknown)
