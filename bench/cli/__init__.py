@@ -6,7 +6,7 @@ import signal
 import sys
 
 from bench.cli import cluster as cluster_cli
-from bench.cli import figures, objstore, reassign, soak
+from bench.cli import chaos, figures, objstore, reassign, soak
 from bench.cli import runs as run_cli
 from bench.run.cluster import ClusterError
 
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_parser(sub)
     run_cli.add_parsers(sub)
     soak.add_parser(sub)
+    chaos.add_parser(sub)
     figures.add_parser(sub)
     objstore.add_parser(sub)
     return p

@@ -22,6 +22,8 @@ EVENT_CONSUMERS_READY = "consumers_ready"
 EVENT_CONSUMERS_FINISHED = "consumers_finished"
 EVENT_CPU_SAMPLE = "cpu_sample"  # {process: cpu %} once a second during the load
 EVENT_RSS_SAMPLE = "rss_sample"  # {process: resident memory bytes} with every cpu_sample
+EVENT_FD_SAMPLE = "fd_sample"  # {process: open file descriptors} with every cpu_sample
+EVENT_OBJSTORE_CENSUS = "objstore_census"  # {key group: {objects, bytes}} every checks.objstore_census_s
 # The whole host with every cpu_sample (same ts), every process on the machine, the harness's or
 # not (bench/run/observe.py host_busy): {busy_pct (share of all cores not idle and not waiting
 # for I/O, psutil.cpu_percent's definition; 100 = every core busy), user_pct (user + nice),

@@ -82,6 +82,8 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
         # None when the check could not count (no reads): never counted as 0
         "lost": (checks.get("lost_writes") or {}).get("lost_count"),
         "duplicated": (checks.get("duplicates") or {}).get("duplicated_count"),
+        # a summary from before the digests has no corrupted check: unknown, never 0
+        "corrupted": (checks.get("corrupted") or {}).get("corrupted_count"),
         "reordered": (checks.get("reordering") or {}).get("reordered_count"),
         "verdict": run_verdict(s),
         "failed": checks.get("failed") or [],
@@ -161,7 +163,7 @@ def rows(scenarios: list[dict[str, Any]], runs: list[tuple[Path, dict[str, Any]]
             out.append({
                 "scenario": sc["key"], "system": system, "runs": len(mine),
                 "acked": sum(f["acked"] for f in facts),
-                **{k: _total([f[k] for f in facts]) for k in ("lost", "duplicated", "reordered")},
+                **{k: _total([f[k] for f in facts]) for k in ("lost", "duplicated", "corrupted", "reordered")},
                 "verdict": _verdict(facts),
                 "outage": _med_max([f["outage"] for f in facts if f["outage"] is not None]),
                 "happened": _happened(facts),
@@ -201,9 +203,12 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "is measured, not assumed: the move was requested before the fault and its first ack on the new",
         "owner came after it (`outages[].during_moves` in summary.json).",
         "",
-        "**Safety** (every run): lost = acked messages not read back, duplicated = messages read at",
-        "more than one offset, reordered = a producer's messages read out of send order (the checkers",
-        "`lost_writes`, `duplicates`, `reordering`). **Outage**: per fault action, the longest gap",
+        "**Safety** (every run): lost = acked messages not read back in the partition they were acked",
+        "on, duplicated = messages read at more than one offset, corrupted = messages whose value read",
+        "back has another CRC-32 than the one sent (the verifying consumer also has librdkafka check",
+        "each batch's CRC), reordered = a producer's messages read out of send order (the checkers",
+        "`lost_writes`, `duplicates`, `corrupted`, `reordering`). A run's verdict is pass only if every",
+        "check is valid and the run ended as planned (bench/check/outcome.py). **Outage**: per fault action, the longest gap",
         "between acks on a partition it affected (the partitions on the faulted broker or moving to or",
         "from it; every partition for the controller and the object store), in a window from 1 s before",
         "the fault to the first ack after the partition recovered: the end of the paired recovery action",
@@ -216,14 +221,15 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
     ]
     for sc in scenarios:
         lines.append(f"| `{sc['key']}` | {', '.join(sc['systems'])} | {sc['description']} |")
-    lines += ["", ("| scenario | system | runs | acked | lost | duplicated | reordered | verdict "
+    lines += ["", ("| scenario | system | runs | acked | lost | duplicated | corrupted | reordered | verdict "
                    "| outage s (median / max) | what happened |"),
-              "|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
+              "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for r in table:
         lines.append(f"| `{r['scenario']}` | {r['system']} | {r['runs']} | {r['acked']} | {r['lost']} | "
-                     f"{r['duplicated']} | {r['reordered']} | {r['verdict']} | {r['outage']} | {r['happened']} |")
+                     f"{r['duplicated']} | {r['corrupted']} | {r['reordered']} | {r['verdict']} | {r['outage']} | "
+                     f"{r['happened']} |")
     if not table:
-        lines.append("| (no stored runs of the fault suite) | | | | | | | | | |")
+        lines.append("| (no stored runs of the fault suite) | | | | | | | | | | |")
     missing = [f"`{sc['key']}` ({system})" for sc in scenarios for system in sc["systems"]
                if not any(r["scenario"] == sc["key"] and r["system"] == system for r in table)]
     if missing:

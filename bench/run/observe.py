@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_HOST_SAMPLE, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE,
+from bench.history.names import (EVENT_CPU_SAMPLE, EVENT_FD_SAMPLE, EVENT_HOST_SAMPLE, EVENT_OBJSTORE_CENSUS, EVENT_LEADER_CHANGE, EVENT_LINK_SAMPLE,
                                  EVENT_LOG_DIRS, EVENT_UNTIERED,
                                  EVENT_MOVE_PROGRESS, EVENT_REASSIGNMENT_CLEARED, EVENT_REASSIGNMENT_LISTED, EVENT_RSS_SAMPLE,
                                  LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S, SOURCE_CLIENT)
@@ -73,11 +73,16 @@ def sample_processes(run: Any, until: float) -> None:
     """Every second during the load: CPU % (of one core) of the load process, the consumer process,
     the harness itself
     and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
-    resident memory in bytes, as ``rss_sample`` events at the same ts (what a soak judges); the
-    whole host's CPU over the same second, as ``host_sample`` events (:func:`host_busy`: what
-    bench/check/host.py judges saturation on)."""
+    resident memory in bytes and open file descriptors, as ``rss_sample`` and ``fd_sample`` events
+    at the same ts (what a soak judges); the whole host's CPU over the same second, as
+    ``host_sample`` events (:func:`host_busy`: what bench/check/host.py judges saturation on).
+    With ``checks.objstore_census_s``, the object store's objects and bytes per key group every
+    that many seconds (``objstore_census``)."""
     procs: dict[str, psutil.Process] = {}
     host_prev = host_reading()
+    census_every = run.sc.checks.objstore_census_s
+    store = census_store(run.cluster) if census_every else None
+    next_census = time.time()
 
     def track(name: str, pid: int | None) -> None:
         if pid and name not in procs:
@@ -102,18 +107,45 @@ def sample_processes(run: Any, until: float) -> None:
         ts = host_now[0]
         host = host_busy(host_prev, host_now)
         host_prev = host_now
-        cpu, rss = {}, {}
+        cpu, rss, fds = {}, {}, {}
         for name, pr in list(procs.items()):
             try:
                 with pr.oneshot():
                     cpu[name] = round(pr.cpu_percent(None), 1)
                     rss[name] = pr.memory_info().rss
+                    fds[name] = pr.num_fds()
             except psutil.Error:  # gone (a killed broker): no sample, tracked again once restarted
                 procs.pop(name, None)
         cpu["_machine"] = host["busy_pct"]
         run.event(EVENT_CPU_SAMPLE, cpu, ts=ts)
         run.event(EVENT_RSS_SAMPLE, rss, ts=ts)
+        run.event(EVENT_FD_SAMPLE, fds, ts=ts)
         run.event(EVENT_HOST_SAMPLE, host, ts=ts)
+        if store is not None and ts >= next_census:
+            next_census = ts + census_every
+            try:
+                run.event(EVENT_OBJSTORE_CENSUS, store.census(), ts=time.time())
+            except Exception as exc:  # noqa: BLE001 - a stopped store (a fault): no count this time
+                log.info("object store census: %s", exc)
+    if store is not None:
+        store.close()
+
+
+def census_store(cluster: Any):
+    """A client of the cluster's object store for censuses (straight to the store, past any
+    latency proxy, uncapped), or None for a cluster without one the harness knows."""
+    if cluster is None or getattr(cluster, "profile", None) is None or cluster.profile.object_store is None:
+        return None
+    config = getattr(cluster, "config", None) or {}
+    if not config.get("s3.endpoint"):
+        return None
+    from systems.shared.objstore import ObjectStore
+    from systems.shared.settings import s3_config
+
+    info = getattr(cluster, "object_store_info", None) or {}
+    store = ObjectStore(s3_config({k: v for k, v in config.items() if not k.endswith("bytes.per.s")}
+                                  | {"s3.endpoint": info.get("endpoint") or config["s3.endpoint"]}))
+    return store
 
 
 PSI_CPU = "/proc/pressure/cpu"

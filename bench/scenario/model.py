@@ -203,6 +203,10 @@ class Checks(Model):
     # a configuration chosen to measure one term only (shared-open.yaml's 1 KiB objects, whose
     # uploads are bound by their PUT count, not the link), whose moves serve only the open-cost check.
     move_models: bool = True
+    # Seconds between counts of the object store's objects and bytes per key group during the load
+    # (objstore_census events; `bench soak` judges leaks on them). None: not counted (each count
+    # LISTs the whole bucket).
+    objstore_census_s: Optional[Annotated[Float, Field(gt=0)]] = None
 
     @field_validator("safety")
     @classmethod

@@ -474,6 +474,21 @@ class ObjectStore:
         self._count(list_count=1)
         return keys
 
+    def census(self, depth: int = 2) -> dict[str, dict[str, int]]:
+        """Objects and bytes per group of keys, a group being the keys' first ``depth`` path
+        components (``<prefix>/wal``, ``<prefix>/sso``, ...): what a soak watches for leaks."""
+        def run() -> dict[str, dict[str, int]]:
+            out: dict[str, dict[str, int]] = {}
+            for o in self._client.list_objects(self.config.bucket, recursive=True):
+                e = out.setdefault("/".join(o.object_name.split("/")[:depth]), {"objects": 0, "bytes": 0})
+                e["objects"] += 1
+                e["bytes"] += int(o.size or 0)
+            return out
+
+        found = self._call("list", None, run)
+        self._count(list_count=1)
+        return found
+
     def exists(self, key: str) -> bool:
         def run() -> bool:
             try:

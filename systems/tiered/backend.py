@@ -19,7 +19,7 @@ segment just before that offset from object storage, starts its log there and co
 rest from the leader. Reads of tiered offsets by consumers are served by the leader from object
 storage.
 
-Journal events: tiered_upload, tiered_local_deleted, tiered_remote_deleted (background),
+Journal events: tiered_upload_started, tiered_upload, tiered_local_deleted, tiered_remote_deleted (background),
 tiered_copy_from (leader: where a replica starts and how many bytes it has to copy),
 tiered_replica_built (follower: the rebuild's time and bytes), tiered_read (leader: a block of
 tiered batches read from object storage for a fetch).
@@ -250,6 +250,9 @@ class TieredBackend(ReplicationBackend):
             epochs = [e for e in p.epochs.entries if e[1] <= last]
             files[".epochs"] = json.dumps(epochs).encode()
             max_ts = max(seg.max_timestamps(), default=-1)
+            # the start too: a leader that dies mid-upload shows in the journal (faults/leader-lost-mid-upload)
+            self.broker.events.emit("tiered_upload_started", topic=p.topic, partition=p.index, base_offset=seg.base,
+                                    end_offset=last + 1, leader_epoch=epoch)
             done = await p.remote.upload(files, seg.base, last, max_ts, epoch, epochs,
                                          lambda: p.is_leader and p.leader_epoch == epoch and not p.closed)
             if done is None:

@@ -274,8 +274,8 @@ def _run(run_scenario, name, system):
                            for w in windows), windows
     # The doc generator reads the same summary.
     (row,) = rows(suite(), [(run_dir, s)])
-    assert (row["scenario"], row["system"], row["lost"], row["verdict"]) == (f"faults/{name}", system, 0,
-                                                                            "1 pass, 0 fail, 0 unknown")
+    assert (row["scenario"], row["system"], row["lost"], row["corrupted"], row["verdict"]) == \
+        (f"faults/{name}", system, 0, 0, "1 pass, 0 fail, 0 unknown")
     return run_dir, s, fault, windows
 
 

@@ -27,3 +27,46 @@ def test_a_process_without_samples_in_a_window_is_an_error_not_a_pass():
     for x in s[-70:]:
         del x["rss"]["broker-1"]  # died before the end
     assert "error" in judge(s, warmup_s=60)["broker-1"]
+
+
+def test_open_files_are_judged_like_memory_in_counts():
+    s = [{"t": float(t), "fds": {"broker-1": 100 + (t // 10 if t >= 60 else 0)}} for t in range(300)]
+    b = judge(s, warmup_s=60, key="fds")["broker-1"]
+    assert (b["baseline"], b["final"], b["growth"]) == (108.5, 126.5, 18.0) and b["peak"] == 129
+
+
+def test_the_object_store_is_judged_on_bytes_kept_per_acked_byte():
+    from bench.cli.soak import judge_objstore
+
+    def census(t, wal_objects, data_bytes, acked):
+        return {"t": t, "acked_bytes": acked,
+                "objstore": {"c/wal": {"objects": wal_objects, "bytes": wal_objects * 1000},
+                             "c/sso": {"objects": data_bytes // 10_000, "bytes": data_bytes}}}
+
+    steady = [census(t, 5, 1000 * t, 1000 * t) for t in range(30, 300, 30)]
+    ok = judge_objstore(steady, warmup_s=60)
+    assert ok["baseline_t"] == 60 and ok["final_t"] == 270 and ok["ok"], ok
+    leak = [census(t, t, 1000 * t, 1000 * t) for t in range(30, 300, 30)]  # WAL objects never deleted
+    bad = judge_objstore(leak, warmup_s=60)
+    assert not bad["ok"] and bad["bytes_per_acked_byte"]["final"] > 1.25
+    growing = [census(t, t * t // 30, 1000 * t, 1000 * t) for t in range(30, 300, 30)]  # superlinear
+    assert not judge_objstore(growing, warmup_s=60)["ok"]
+    assert judge_objstore([], warmup_s=60) is None
+
+
+def test_the_soak_moves_a_partition_every_few_minutes_never_to_where_it_is():
+    from types import SimpleNamespace
+
+    from bench.cli.soak import moves, scenario
+    from bench.scenario import parse_scenario
+
+    args = SimpleNamespace(minutes=30.0, move_every_minutes=3.0, partitions=6, brokers=3, system="shared",
+                           message_bytes=1024, rate=1000.0)
+    ms = moves(args)
+    assert [m["at_s"] for m in ms] == [180.0 * k for k in range(1, 10)]
+    owner = {p: 1 + p % 3 for p in range(6)}
+    for m in ms:
+        assert m["to"] != [owner[m["partition"]]]
+        owner[m["partition"]] = m["to"][0]
+    sc = parse_scenario(scenario(args, {}), "soak")
+    assert len(sc.actions) == 9 and sc.checks.objstore_census_s == 30.0
