@@ -31,6 +31,7 @@ from systems.registry import NAMES as SYSTEMS
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "faults.md"
 HEADING = "## Fault suite"
+BUNDLE_FILES = "docs/measurements/bundles/faults/files"  # the runs behind the section, in the repository
 
 
 def suite() -> list[dict[str, Any]]:
@@ -241,14 +242,14 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "Reproduce (about 15 minutes on this 2-core machine; then regenerate this section):",
         "",
         "```sh",
-        "for s in workloads/scenarios/faults/*.yaml; do .venv/bin/python -m bench run $s --results results/faults; done",
-        ".venv/bin/python -m bench faults-doc results/faults",
+        "for s in workloads/scenarios/faults/*.yaml; do .venv/bin/python -m bench run $s --set repetitions=3 --results results/faults; done",
+        ".venv/bin/python -m bench figures collect results/faults --as faults   # the evidence bundle",
+        f".venv/bin/python -m bench faults-doc {BUNDLE_FILES}",
         "```",
         "",
-        "The table below was made from run summaries kept in the repository (`summary.json` and the",
-        "resolved `scenario.yaml` of each run, not the histories): `docs/measurements/faults/`;",
-        "`python -m bench faults-doc docs/measurements/faults` regenerates it from them. To keep a new",
-        "matrix, copy its runs' `summary.json` and `scenario.yaml` there in the same layout.",
+        "The table is made from the evidence bundle `docs/measurements/bundles/faults/` (each run's",
+        "`summary.json` and resolved `scenario.yaml`, the sha256 of its history; bench/report/evidence.py);",
+        "`python -m bench figures --check` regenerates this section from the bundle and fails if it differs.",
         "",
     ]
     if table:
@@ -273,6 +274,28 @@ def replace_section(doc: str, section: str) -> str:
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     rest = "".join(lines[end:])
     return "".join(lines[:start]) + section + ("\n" + rest if rest else "")
+
+
+def section_of(doc: str) -> str | None:
+    """The fault-suite section of ``doc`` as :func:`render` writes it (None if it has none)."""
+    lines = doc.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(HEADING)), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return "".join(lines[start:end]).rstrip("\n") + "\n"
+
+
+def stale(doc: Path = DOC, bundle: Path = ROOT / BUNDLE_FILES) -> list[str]:
+    """What differs between the section of ``doc`` and what the bundled runs render ([] without a
+    bundle: nothing to re-derive it from)."""
+    if not bundle.is_dir():
+        return []
+    want = generate([str(bundle)], out=None)
+    have = section_of(doc.read_text()) if doc.is_file() else None
+    return [] if have == want else [f"{doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc}: the fault "
+                                    f"suite section is not what {BUNDLE_FILES} renders (python -m bench faults-doc "
+                                    f"{BUNDLE_FILES})"]
 
 
 def generate(roots: list[str], out: Path | None = DOC) -> str:

@@ -285,3 +285,27 @@ def test_verify_rehashes_the_histories_and_reruns_the_checkers(tmp_path, capsys)
     pq.write_table(pq.read_table(h).slice(1), h)  # the history lost a row
     assert main_code(["figures", "verify", "--dir", str(m), "--results", str(moved)]) == 1
     assert "history differs" in capsys.readouterr().out
+
+
+def test_the_faults_page_is_checked_against_its_bundle(tmp_path):
+    """docs/faults.md's table is re-derived from the bundled runs; a one-character edit fails."""
+    from bench.report import faults_doc
+
+    bundle = tmp_path / "files"
+    s = _summary("fault-kill-source__system.kind=replication", 3.0, rep=1)
+    s.update(scenario="fault-kill-source", verdict="pass", problems=[],
+             checks={"valid": True, "lost_writes": {"valid": True, "lost_count": 0},
+                     "duplicates": {"valid": True, "duplicated_count": 0},
+                     "corrupted": {"valid": True, "corrupted_count": 0},
+                     "reordering": {"valid": True, "reordered_count": 0}},
+             outages=[{"unavailable_seconds": 12.5, "recovered_by": "restart_broker", "recovery_seconds": 14.0}])
+    _write(bundle / "fault-kill-source" / "T" / "r1", s)
+    doc = tmp_path / "faults.md"
+    assert faults_doc.stale(doc, tmp_path / "missing") == []  # no bundle: nothing to re-derive from
+    doc.write_text(faults_doc.replace_section("# Faults\n\n## Bad input\n\nkept\n",
+                                              faults_doc.generate([str(bundle)], out=None)))
+    assert faults_doc.stale(doc, bundle) == []
+    text = doc.read_text()
+    assert "| `faults/kill-source` | replication | 1 | 2000 | 0 | 0 | 0 | 0 | 1 pass, 0 fail, 0 unknown |" in text
+    doc.write_text(text.replace("| 2000 |", "| 2001 |", 1))
+    assert faults_doc.stale(doc, bundle)
