@@ -61,7 +61,7 @@ def run(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("chaos", help="randomized moves and faults under load from a seed, run and checked",
                        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--system", required=True, choices=SYSTEMS)
+    p.add_argument("--system", required=True, choices=SYSTEMS, help="the system to run (its applicable faults are drawn)")
     p.add_argument("--seed", type=int, required=True, help="the schedule is a function of the seed alone")
     p.add_argument("--minutes", type=float, default=10.0, help="length of the load (default: 10)")
     p.add_argument("--results", default="results", help="results root (default: results)")

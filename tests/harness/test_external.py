@@ -240,7 +240,7 @@ def test_crosscheck_compares_medians_within_tolerance_or_resolution(tmp_path):
     from bench.run.crosscheck import compare
 
     def run(cfg, move, out, valid=True):
-        return {"config_id": cfg, "checks": {"valid": valid}, "moves": [{"move_seconds": move}],
+        return {"config_id": cfg, "checks": {"valid": valid}, "completed": True, "moves": [{"move_seconds": move}],
                 "outages": [{"unavailable_seconds": out}] if out is not None else []}
 
     b = [run("a", 10.0, None), run("a", 12.0, None), run("a", 11.0, None), run("b", 0.50, 4.0), run("b", 0.52, 4.1)]
@@ -254,7 +254,8 @@ def test_crosscheck_compares_medians_within_tolerance_or_resolution(tmp_path):
 
     out = tmp_path / "xc"
     (out / "s" / "r").mkdir(parents=True)
-    (out / "s" / "r" / "summary.json").write_text(json.dumps({**b[0], "run_id": "a", "provenance": {"date": "2026-11-24"}}))
+    (out / "s" / "r" / "summary.json").write_text(json.dumps({**b[0], "run_id": "a", "provenance": {
+        "date": "2026-11-24", "git": {"commit": "abc123", "dirty": False}}}))
     (out / "crosscheck.json").write_text(json.dumps({"scenarios": {"s": {"replication": res}}, "agrees": False}))
     figures.collect([out / "crosscheck.json"], "xc", out_dir=tmp_path)
     text = figures.render("xc", tmp_path)

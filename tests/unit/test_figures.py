@@ -19,6 +19,17 @@ def test_readme_figure_blocks_are_what_the_stored_extracts_render():
     assert fig.figures(check=True) == [], "run `python -m bench figures` and commit the README"
 
 
+def test_every_bundled_extract_and_the_faults_page_re_derive_from_their_bundles():
+    """What `python -m bench figures --check` re-derives, on the repository's own evidence."""
+    from bench.report import faults_doc
+
+    wrong = [p for n in fig.extract_names() for p in fig.rederive(n)] + faults_doc.stale()
+    assert wrong == [], wrong
+    for n in set(fig.extract_names()) - set(fig.unbundled()):
+        e = json.loads((fig.MEASUREMENTS / f"{n}.json").read_text())
+        assert e["commit"] and e["dirty"] is False, f"{n}.json: its bundle must name one clean commit"
+
+
 def _summary(run_id: str, move_s: float, *, rep: int | None, new: bool = True, valid: bool | None = True) -> dict:
     s = {
         "run_id": run_id, "scenario": "sc", "system": "replication", "started_at": "2026-11-20T10:00:00+00:00",
