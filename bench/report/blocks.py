@@ -326,7 +326,9 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
     if extra is not None:
         manifest["extra"] = extra
         (evidence.bundle_dir(out_dir, name) / evidence.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    extract.update(bundle=f"{evidence.BUNDLES}/{name}", commit=commit, dirty=dirty)
+    # the manifest's own hash: an edit of what --check does not re-derive (a history's sha256) shows too
+    manifest_sha = evidence.sha256(evidence.bundle_dir(out_dir, name) / evidence.MANIFEST)
+    extract.update(bundle=f"{evidence.BUNDLES}/{name}", commit=commit, dirty=dirty, manifest_sha256=manifest_sha)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{name}.json"
     out.write_text(_text(extract))
@@ -358,7 +360,8 @@ def rederive(name: str, measurements: Path = MEASUREMENTS) -> list[str]:
     except (FiguresError, OSError, ValueError, KeyError) as exc:
         return [f"{_shown(bundle)}: collect on the bundled inputs failed: {exc}"]
     again["sources"] = [s["given"] for s in manifest["sources"]]
-    again.update(bundle=e["bundle"], commit=manifest.get("commit"), dirty=manifest.get("dirty"))
+    again.update(bundle=e["bundle"], commit=manifest.get("commit"), dirty=manifest.get("dirty"),
+                 manifest_sha256=evidence.sha256(bundle / evidence.MANIFEST))
     if _text(again) != text:
         return [f"{_shown(path)}: not what its bundle {e['bundle']} gives (python -m bench figures collect again, "
                 "or restore the file)"]

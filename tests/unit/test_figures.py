@@ -259,6 +259,11 @@ def test_check_rederives_every_extract_from_its_bundle_and_fails_on_any_edit(tmp
     assert "a__rep=2/summary.json: sha256 differs" in capsys.readouterr().err
     fig.collect([_clean_results(tmp_path / "again")], "s", m)  # a fresh bundle of the same runs
     assert main_code(check) == 0
+    one_char(bundle / "manifest.json", '"summary_sha256": "', '"summary_sha256": "0')  # not a file --check hashes
+    assert main_code(check) == 1
+    assert "not what its bundle" in capsys.readouterr().err
+    fig.collect([tmp_path / "again" / "results"], "s", m)
+    assert main_code(check) == 0
     (bundle / "files" / "extra.json").write_text("{}")
     assert main_code(check) == 1
     assert "extra.json: not in the manifest" in capsys.readouterr().err
