@@ -190,7 +190,10 @@ def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
         keys = list(c["runs"][0]["metrics"])
         c["figures"] = {k: _spread(r["metrics"][k] for r in c["runs"]) for k in keys}
         c["verdicts"] = {v: sum(r["verdict"] == v for r in c["runs"]) for v in ("pass", "fail", "unknown")}
-    return {"kind": "runs", "sources": [_shown(p) for p in sources], "configurations": list(configs.values())}
+    suites = [json.loads((Path(p) / "suite.json").read_text()) for p in sources if (Path(p) / "suite.json").is_file()]
+    secs = [s["seconds"] for s in suites if _num(s.get("seconds"))]
+    return {"kind": "runs", "sources": [_shown(p) for p in sources], "configurations": list(configs.values()),
+            **({"suite_seconds": sum(secs)} if secs else {})}
 
 
 # -- benchmark: pytest-benchmark JSON -> its figures -------------------------------------------
@@ -473,8 +476,9 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
     n = sum(len(c["runs"]) for c in configs)
     return "\n".join(lines + [
         "",
-        (f"Median (min-max) over each configuration's runs. {_provenance_line(provs, n)}. "
-         f"Run ids: `docs/measurements/{name}.json`."),
+        (f"Median (min-max) over each configuration's runs. {_provenance_line(provs, n)}"
+         + (f"; the suite's runs took {e['suite_seconds'] / 60:.0f} min (first cluster start to last summary)"
+            if _num(e.get("suite_seconds")) else "") + f". Run ids: `docs/measurements/{name}.json`."),
     ] + _render_moves(configs)) + "\n"
 
 

@@ -33,6 +33,7 @@ writes ``results/suite-<name>/<timestamp>/suite.json`` listing them with the com
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -107,6 +108,7 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
             sc = load_scenario(path, [*overrides, f"matrix.system.kind=[{', '.join(chosen)}]", f"repetitions={reps}"])
         scenarios.append(sc)  # all validated before anything starts
     ts = runner.timestamp()
+    started = time.time()
     done: list[tuple[str, dict]] = []
     for sc in scenarios:
         out = runner.run_scenario(sc, results_root=results_root, progress=progress)
@@ -114,7 +116,9 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
     suite_dir = Path(results_root) / f"suite-{name}" / ts
     suite_dir.mkdir(parents=True, exist_ok=True)
     (suite_dir / "suite.json").write_text(json.dumps(
-        {"suite": name, "systems": chosen, "runs": [d for d, _ in done], "rows": comparison_rows(done)},
+        {"suite": name, "systems": chosen, "runs": [d for d, _ in done],
+         # wall time of the runs, first cluster start to last summary (not the install or the aggregation)
+         "seconds": round(time.time() - started, 1), "rows": comparison_rows(done)},
         indent=2, default=str) + "\n")
     print_comparison(done, title=f"suite {name}: move time vs partition bytes "
                                  f"({' vs '.join(PROFILES[s].short for s in chosen)})")

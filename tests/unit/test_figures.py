@@ -71,7 +71,8 @@ def results(tmp_path):
     _write(root / "sc" / "T2" / "old", _summary("old", 7.0, rep=1, new=False))
     runs.append("results/sc/T2/old")
     (root / "suite-default" / "T1").mkdir(parents=True)
-    (root / "suite-default" / "T1" / "suite.json").write_text(json.dumps({"suite": "default", "runs": runs}))
+    (root / "suite-default" / "T1" / "suite.json").write_text(json.dumps({"suite": "default", "runs": runs,
+                                                                                   "seconds": 963.0}))
     return root
 
 
@@ -79,6 +80,8 @@ def test_collect_pools_repetitions_and_reads_both_provenance_formats(results, tm
     out = fig.collect([results / "suite-default" / "T1"], "s", tmp_path / "m", allow_dirty=True, allow_mixed=True)
     e = json.loads(out.read_text())
     assert e["kind"] == "runs" and e["commit"] is None and e["dirty"] is True  # two commits, one tree unknown
+    assert e["suite_seconds"] == 963.0
+    assert "; the suite's runs took 16 min (first cluster start to last summary)." in fig.render("s", tmp_path / "m")
     a, old = e["configurations"]
     assert [r["run_id"] for r in a["runs"]] == ["a__rep=1", "a__rep=2", "a__rep=3"]
     assert a["figures"]["move_seconds"] == {"median": 2.5, "min": 2.0, "max": 3.0, "n": 3}
