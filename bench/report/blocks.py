@@ -286,10 +286,46 @@ def _shown(p: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
 
+def soak_dirs(sources: Iterable[Path]) -> list[Path]:
+    """Run directories of soaks (a ``soak.json`` beside the summary) under the sources."""
+    return sorted({p.parent for s in sources if s.is_dir()
+                   for p in ([s / "soak.json"] if (s / "soak.json").is_file() else s.rglob("soak.json"))})
+
+
+def collect_soak(sources: list[Path]) -> dict[str, Any]:
+    """The ``soak`` extract: per soak run its judgement (soak.json: memory, open files, the object
+    store) beside its summary's safety counts and verdict."""
+    runs = []
+    for d in soak_dirs(sources):
+        k, s = json.loads((d / "soak.json").read_text()), json.loads((d / "summary.json").read_text())
+        checks = s.get("checks") or {}
+        brokers = {n: v for n, v in (k.get("file_descriptors") or {}).items() if n.startswith("broker-")}
+        store = k.get("object_store") or {}
+        runs.append({
+            "run_id": s.get("run_id"), "system": k.get("system"), "minutes": k.get("minutes"),
+            "judged_minutes": round((k["minutes"] * 60 - k["warmup_s"]) / 60, 2) if _num(k.get("warmup_s")) else None,
+            "rate_msgs_per_s": k.get("rate_msgs_per_s"), "moves": k.get("moves"), "acked": k.get("acked"),
+            "failed": k.get("failed"), "unknown": k.get("unknown"),
+            **{n: (checks.get(c) or {}).get(f"{n}_count") for c, n in (("lost_writes", "lost"), ("duplicates", "duplicated"),
+                                                                      ("corrupted", "corrupted"))},
+            "max_broker_rss_growth_pct": k.get("max_broker_growth_pct"),
+            "max_broker_fd_growth": max((v.get("growth") for v in brokers.values() if _num(v.get("growth"))),
+                                        default=None),
+            "objstore_bytes_per_acked_byte": store.get("bytes_per_acked_byte"),
+            "objstore_growth_pct": store.get("growth_pct"),
+            "objstore_objects": {g: [(v.get("baseline") or {}).get("objects"), (v.get("final") or {}).get("objects")]
+                                 for g, v in (store.get("groups") or {}).items()},
+            "run_verdict": run_verdict(s), "verdict": k.get("verdict"), "provenance": provenance_facts(s)})
+    if not runs:
+        raise FiguresError(f"no soak runs (soak.json) under {', '.join(map(str, sources))}")
+    return {"kind": "soak", "sources": [_shown(p) for p in sources], "runs": runs}
+
+
 def derive(sources: list[Path], extra: list[str] | None = None) -> tuple[dict[str, Any], list[Path]]:
     """(the extract of ``sources``, the run directories it read): a model extract of an
     aggregate's model.json, a crosscheck extract of crosscheck.json files, a benchmark extract of
-    one other ``.json`` file, else a runs extract of the summaries under the sources."""
+    one other ``.json`` file, a soak extract of soak runs (``soak.json``), else a runs extract of
+    the summaries under the sources."""
     if len(sources) == 1 and sources[0].is_file() and sources[0].name == "model.json":
         return collect_model(sources[0]), []
     if all(p.is_file() and p.name == "crosscheck.json" for p in sources):
@@ -298,6 +334,8 @@ def derive(sources: list[Path], extra: list[str] | None = None) -> tuple[dict[st
         return collect_crosscheck(sources), dirs
     if len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json":
         return collect_benchmark(sources[0], extra), []
+    if soak_dirs(sources):
+        return collect_soak(sources), soak_dirs(sources)
     return collect_runs(sources), [d for d, _ in find_summaries(sources)]
 
 
@@ -594,8 +632,25 @@ def render_crosscheck(name: str, e: dict[str, Any]) -> str:
     ]) + "\n"
 
 
+def render_soak(name: str, e: dict[str, Any]) -> str:
+    lines = ["| system | minutes (judged) | moves | acked msgs | lost / duplicated / corrupted | broker RSS growth, max | "
+             "broker open files growth, max | object store bytes per acked byte (start - end) | verdict |",
+             "|---|---:|---:|---:|---|---:|---:|---|---|"]
+    for r in e["runs"]:
+        ob = r.get("objstore_bytes_per_acked_byte") or {}
+        store = f"{fmt(ob.get('baseline'))} - {fmt(ob.get('final'))}" if ob else "no object store"
+        lines.append(f"| {r['system']} | {fmt(r['minutes'])} ({fmt(r['judged_minutes'])}) | {r['moves']} | "
+                     f"{fmt(r['acked'])} | {r['lost']} / {r['duplicated']} / {r['corrupted']} | "
+                     f"{_pct(r['max_broker_rss_growth_pct'])} | {fmt(r['max_broker_fd_growth'])} | {store} | "
+                     f"{r['verdict']} (run: {r['run_verdict']}) |")
+    return "\n".join(lines + ["", (f"Judged after the warm-up: growth = median of the last minute against the first "
+                                   f"minute after it (`python -m bench soak`, [faults.md](faults.md)). "
+                                   f"{_provenance_line([r['provenance'] for r in e['runs']], len(e['runs']))}. "
+                                   f"Source: `docs/measurements/{name}.json`.")]) + "\n"
+
+
 RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model,
-             "crosscheck": render_crosscheck}
+             "crosscheck": render_crosscheck, "soak": render_soak}
 
 
 def render(name: str, measurements: Path = MEASUREMENTS) -> str:

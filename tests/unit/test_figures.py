@@ -328,3 +328,23 @@ def test_the_faults_page_is_checked_against_its_bundle(tmp_path):
     assert "| `faults/kill-source` | replication | 1 | 2000 | 0 | 0 | 0 | 0 | 1 pass, 0 fail, 0 unknown |" in text
     doc.write_text(text.replace("| 2000 |", "| 2001 |", 1))
     assert faults_doc.stale(doc, bundle)
+
+
+def test_a_soak_extract_quotes_its_judgement_and_re_derives(tmp_path):
+    run = tmp_path / "soak" / "T"
+    s = _summary("soak", 1.0, rep=1)
+    s["checks"] = {"valid": True, "lost_writes": {"lost_count": 0}, "duplicates": {"duplicated_count": 0},
+                   "corrupted": {"corrupted_count": 0}}
+    _write(run, s)
+    (run / "soak.json").write_text(json.dumps({
+        "system": "shared", "minutes": 30.0, "warmup_s": 600.0, "rate_msgs_per_s": 1000.0, "moves": 9,
+        "acked": 1_800_000, "failed": 0, "unknown": 0, "max_broker_growth_pct": 2.5, "verdict": "pass",
+        "file_descriptors": {"broker-1": {"growth": 1}, "broker-2": {"growth": 3}, "load": {"growth": 40}},
+        "object_store": {"bytes_per_acked_byte": {"baseline": 1.03, "final": 1.031}, "growth_pct": 0.1,
+                         "groups": {"c/wal": {"baseline": {"objects": 10}, "final": {"objects": 12}}}}}))
+    e = json.loads(fig.collect([tmp_path / "soak"], "soak-shared", tmp_path / "m").read_text())
+    assert e["kind"] == "soak" and e["runs"][0]["max_broker_fd_growth"] == 3
+    text = fig.render("soak-shared", tmp_path / "m")
+    assert "| shared | 30.0 (20.0) | 9 | 1,800,000 | 0 / 0 / 0 | +2.5 % | 3 | 1.03 - 1.03 | pass (run: pass) |" in text
+    assert fig.rederive("soak-shared", tmp_path / "m") == []
+    assert "T/soak.json" in fig.evidence.read_manifest(tmp_path / "m" / "bundles" / "soak-shared")["files"]
