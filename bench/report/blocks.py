@@ -156,6 +156,9 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
                                                                    .get("during") or {}).get("p99_ms"))), default=None),
         "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if _num(a.get("gap_seconds"))), default=None),
         "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
+        # acked messages lost (by partition), duplicated, corrupted: None where the check could not count
+        **{n: (checks.get(c) or {}).get(f"{n}_count") for c, n in (("lost_writes", "lost"), ("duplicates", "duplicated"),
+                                                                  ("corrupted", "corrupted"))},
     }
 
 
@@ -493,11 +496,26 @@ RUN_COLUMNS = [
 ]
 
 
+SAFETY_COUNTS = ("lost", "duplicated", "corrupted")
+
+
+def _safety_cell(runs: list[dict[str, Any]]) -> str:
+    """``0 / 0 / 0``: acked messages lost, duplicated, corrupted, summed over the runs (``?`` where
+    a run could not count)."""
+    def total(k):
+        xs = [r["metrics"].get(k) for r in runs]
+        return "?" if any(not _num(x) for x in xs) else fmt(sum(xs))
+    return " / ".join(total(k) for k in SAFETY_COUNTS)
+
+
 def render_runs(name: str, e: dict[str, Any]) -> str:
     configs = e["configurations"]
     cols = [c for c in RUN_COLUMNS if any((k["figures"].get(c[1]) or None) for k in configs)]
-    lines = ["| scenario | system | partition | runs (pass/fail/unknown) | " + " | ".join(c[0] for c in cols) + " |",
-             "|---|---|---:|---|" + "---:|" * len(cols)]
+    # extracts collected before the counts were kept have no such column
+    safety = any(k in r["metrics"] for c in configs for r in c["runs"] for k in SAFETY_COUNTS)
+    lines = ["| scenario | system | partition | runs (pass/fail/unknown) | "
+             + ("lost / duplicated / corrupted (all runs) | " if safety else "") + " | ".join(c[0] for c in cols) + " |",
+             "|---|---|---:|---|" + ("---|" if safety else "") + "---:|" * len(cols)]
     provs = []
     for c in configs:
         f, v = c["figures"], c["verdicts"]
@@ -509,7 +527,8 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
                  if not kv.startswith(("system.kind=", "prefill.bytes_per_partition="))]
         scenario = f"{c['scenario']} ({', '.join(shown)})" if shown else c["scenario"]
         lines.append(f"| {scenario} | {c['system']}{rf} | {f'{pre / 2**20:g} MiB' if _num(pre) and pre else '-'} | "
-                     f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | " + " | ".join(cells) + " |")
+                     f"{len(c['runs'])} ({v['pass']}/{v['fail']}/{v['unknown']}) | "
+                     + (f"{_safety_cell(c['runs'])} | " if safety else "") + " | ".join(cells) + " |")
         provs += [r["provenance"] for r in c["runs"]]
     n = sum(len(c["runs"]) for c in configs)
     return "\n".join(lines + [

@@ -114,7 +114,7 @@ def test_render_check_and_missing_extract(results, tmp_path, capsys):
     assert main_code(["figures", "--file", str(doc), "--dir", str(m)]) == 0
     text = doc.read_text()
     assert text.startswith("intro\n<!-- figures:s begin -->\n") and text.endswith("<!-- figures:s end -->\nrest\n")
-    assert "| sc | replication, RF 1 | 16 MiB | 3 (2/0/1) | 2.50 (2.00-3.00) |" in text
+    assert "| sc | replication, RF 1 | 16 MiB | 3 (2/0/1) | ? / ? / ? | 2.50 (2.00-3.00) |" in text
     assert "4 run(s); 2026-11-20 to 2026-11-24; commit `abc123`, `def456 (dirty: unknown)`" in text
     assert main_code(["figures", "--check", "--file", str(doc), "--dir", str(m)]) == 0
     doc.write_text("<!-- figures:nothing begin -->\n<!-- figures:nothing end -->\n")
@@ -210,6 +210,8 @@ def _clean_results(tmp_path: Path, commit: str = "abc123", dirty: bool = False) 
     for rep in (1, 2, 3):
         s = _summary(f"a__rep={rep}", 2.0 + rep, rep=rep)
         s["provenance"]["git"] = {"commit": commit, "dirty": dirty}
+        s["checks"].update(lost_writes={"valid": True, "lost_count": 0}, duplicates={"valid": True, "duplicated_count": 0},
+                           corrupted={"valid": True, "corrupted_count": 1 if rep == 3 else 0})
         _write(root / "sc" / "T1" / f"a__rep={rep}", s)
         (root / "sc" / "T1" / f"a__rep={rep}" / "scenario.yaml").write_text(f"name: sc\n# rep {rep}\n")
     return root
@@ -236,6 +238,7 @@ def test_check_rederives_every_extract_from_its_bundle_and_fails_on_any_edit(tmp
     assert main_code(["figures", "--file", str(doc), "--dir", str(m)]) == 0
     check = ["figures", "--check", "--file", str(doc), "--dir", str(m)]
     assert main_code(check) == 0, capsys.readouterr().err
+    assert "| sc | replication, RF 1 | 16 MiB | 3 (3/0/0) | 0 / 0 / 1 | 4.00 (3.00-5.00) |" in doc.read_text()
     bundle = m / "bundles" / "s"
     manifest = fig.evidence.read_manifest(bundle)
     assert manifest["commit"] == "abc123" and len(manifest["runs"]) == 3
