@@ -105,10 +105,12 @@ def _commit(s: dict[str, Any]) -> str:
     return commit_label(git.get("commit"), git.get("dirty"))
 
 
-def _med_max(xs: list[float]) -> str:
+def _spread(xs: list[float]) -> str:
+    """``median (min-max)`` over the runs, in seconds."""
     if not xs:
         return "-"
-    return f"{statistics.median(xs):.2f} / {max(xs):.2f}"
+    med, lo, hi = statistics.median(xs), min(xs), max(xs)
+    return f"{med:.2f}" if lo == hi else f"{med:.2f} ({lo:.2f}-{hi:.2f})"
 
 
 def _happened(facts: list[dict[str, Any]]) -> str:
@@ -166,7 +168,7 @@ def rows(scenarios: list[dict[str, Any]], runs: list[tuple[Path, dict[str, Any]]
                 "acked": sum(f["acked"] for f in facts),
                 **{k: _total([f[k] for f in facts]) for k in ("lost", "duplicated", "corrupted", "reordered")},
                 "verdict": _verdict(facts),
-                "outage": _med_max([f["outage"] for f in facts if f["outage"] is not None]),
+                "outage": _spread([f["outage"] for f in facts if f["outage"] is not None]),
                 "happened": _happened(facts),
                 "dirs": [_shown(d) for d, _ in mine],
                 "commits": sorted({_commit(s) for _, s in mine}),
@@ -214,7 +216,7 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "from it; every partition for the controller and the object store), in a window from 1 s before",
         "the fault to the first ack after the partition recovered: the end of the paired recovery action",
         "or, for a broker fault, a client-seen leader change to another live broker (a failover),",
-        "whichever came first. The table gives the worst affected partition per run, median / max over",
+        "whichever came first. The table gives the worst affected partition per run, median (min-max) over",
         "the runs; \"recovered by\" says which of the two ended it, and after how long from the fault.",
         "",
         "| scenario | systems | fault |",
@@ -223,7 +225,7 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
     for sc in scenarios:
         lines.append(f"| `{sc['key']}` | {', '.join(sc['systems'])} | {sc['description']} |")
     lines += ["", ("| scenario | system | runs | acked | lost | duplicated | corrupted | reordered | verdict "
-                   "| outage s (median / max) | what happened |"),
+                   "| outage s, median (min-max) | what happened |"),
               "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for r in table:
         lines.append(f"| `{r['scenario']}` | {r['system']} | {r['runs']} | {r['acked']} | {r['lost']} | "
