@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis.aggregate.discovery import provenance_of
-from bench.check.outcome import run_verdict
+from bench.check.outcome import run_ending_problems, run_verdict
 from bench.check.safety import verdict_counts
 from bench.report.format import commit_label
 from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
@@ -87,6 +87,7 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
         "corrupted": (checks.get("corrupted") or {}).get("corrupted_count"),
         "reordered": (checks.get("reordering") or {}).get("reordered_count"),
         "verdict": run_verdict(s),
+        "problems": run_ending_problems(s),
         "failed": checks.get("failed") or [],
         "outage": worst["unavailable_seconds"] if worst else None,
         "recovered_by": (f"failover to broker {worst['new_leader']}" if worst.get("new_leader") is not None
@@ -142,11 +143,21 @@ def _happened(facts: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def _short(problem: str, limit: int = 110) -> str:
+    """A problem's first line, cut to ``limit`` characters, ``|`` escaped: one table cell."""
+    line = str(problem).strip().splitlines()[0] if str(problem).strip() else ""
+    line = line if len(line) <= limit else line[:limit - 3].rstrip() + "..."
+    return line.replace("|", "\\|")
+
+
 def _verdict(facts: list[dict[str, Any]]) -> str:
-    """``3 pass, 0 fail, 0 unknown``, naming the checks that failed."""
+    """``3 pass, 0 fail, 0 unknown``, naming the checks that failed and why a run was not a pass
+    although its checks were (how it ended: bench/check/outcome.py), with how many runs each."""
     text = verdict_counts(f["verdict"] for f in facts)
     failed = sorted({name for f in facts for name in f["failed"]})
-    return text + (f" (failed: {', '.join(failed)})" if failed else "")
+    why = Counter(_short(p) for f in facts if f["verdict"] != "pass" for p in f["problems"])
+    notes = ([f"failed: {', '.join(failed)}"] if failed else []) + [f"{p} ({k})" for p, k in why.most_common()]
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _total(xs: list[Any]) -> Any:
@@ -211,7 +222,11 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
         "back has another CRC-32 than the one sent (the verifying consumer also has librdkafka check",
         "each batch's CRC), reordered = a producer's messages read out of send order (the checkers",
         "`lost_writes`, `duplicates`, `corrupted`, `reordering`). A run's verdict is pass only if every",
-        "check is valid and the run ended as planned (bench/check/outcome.py). **Outage**: per fault action, the longest gap",
+        "check is valid and the run ended as its scenario planned (bench/check/outcome.py): a run whose",
+        "checks pass is `unknown` when, say, the fault left a move not completed to the broker it asked",
+        "for (the shared system's `kill-target`: the controller gives the partition to another live",
+        "broker); the verdict cell says why. \"unknown\" in a count column: a run could not count (its",
+        "read-back did not reach the end), never 0. **Outage**: per fault action, the longest gap",
         "between acks on a partition it affected (the partitions on the faulted broker or moving to or",
         "from it; every partition for the controller and the object store), in a window from 1 s before",
         "the fault to the first ack after the partition recovered: the end of the paired recovery action",
