@@ -48,7 +48,7 @@ def run(args) -> int:
     print_comparison([(str(d), s) for d, s in results], title=sc.name)
     for _, s in results:
         c = s.get("checks") or {}
-        counts = {k: (c.get(k) or {}).get(f"{n}_count") for k, n in
+        counts = {n: (c.get(k) or {}).get(f"{n}_count") for k, n in
                   (("lost_writes", "lost"), ("duplicates", "duplicated"), ("corrupted", "corrupted"),
                    ("reordering", "reordered"), ("lost_prefill", "lost_prefill"))}
         print("acked writes: " + ", ".join(f"{n.replace('_', ' ')} {'?' if v is None else v}"
