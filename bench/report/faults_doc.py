@@ -256,7 +256,7 @@ def render(scenarios: list[dict[str, Any]], table: list[dict[str, Any]]) -> str:
     dates = sorted({d for r in table for d in r["dates"]})
     lines += [
         "",
-        "Reproduce (about 15 minutes on this 2-core machine; then regenerate this section):",
+        "Reproduce (then collect the bundle and regenerate this section):",
         "",
         "```sh",
         "for s in workloads/scenarios/faults/*.yaml; do .venv/bin/python -m bench run $s --set repetitions=3 --results results/faults; done",
