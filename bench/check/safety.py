@@ -13,6 +13,14 @@ from bench.history.names import EVENT_PREFILL, EVENT_VERIFY
 
 
 VERDICTS = ("pass", "fail", "unknown")  # a checker's valid True / False / "unknown", in words
+# What each safety check counts, by the count's own name (its result's ``<name>_count``)
+COUNTED_BY = {"lost": "lost_writes", "duplicated": "duplicates", "corrupted": "corrupted",
+              "reordered": "reordering", "lost_prefill": "lost_prefill"}
+
+
+def safety_counts(checks: dict[str, Any], names=("lost", "duplicated", "corrupted")) -> dict[str, Any]:
+    """{name: count} of a summary's ``checks``; None where the check could not count (never 0)."""
+    return {n: (checks.get(COUNTED_BY[n]) or {}).get(f"{n}_count") for n in names}
 
 
 def verdict(valid: Any) -> str:

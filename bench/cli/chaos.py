@@ -40,6 +40,7 @@ def run(args) -> int:
     if args.draw_only:
         return 0
     from bench.cli.runs import sigterm_as_interrupt
+    from bench.check.safety import safety_counts
     from bench.check.summary import print_comparison
 
     sc = load_scenario(out)  # what a replay loads
@@ -48,9 +49,7 @@ def run(args) -> int:
     print_comparison([(str(d), s) for d, s in results], title=sc.name)
     for _, s in results:
         c = s.get("checks") or {}
-        counts = {n: (c.get(k) or {}).get(f"{n}_count") for k, n in
-                  (("lost_writes", "lost"), ("duplicates", "duplicated"), ("corrupted", "corrupted"),
-                   ("reordering", "reordered"), ("lost_prefill", "lost_prefill"))}
+        counts = safety_counts(c, ("lost", "duplicated", "corrupted", "reordered", "lost_prefill"))
         print("acked writes: " + ", ".join(f"{n.replace('_', ' ')} {'?' if v is None else v}"
                                            for n, v in counts.items())
               + f"; verdict {s.get('verdict')}" + (f" ({'; '.join(s['problems'])})" if s.get("problems") else "")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.check.outcome import run_verdict
+from bench.check.safety import safety_counts
 from bench.report import evidence
 from bench.check.summary import load_cpu_s_per_1000
 from bench.report.model_text import check_unit, check_values
@@ -157,8 +158,7 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         "consumer_gap_seconds": max((a["gap_seconds"] for a in cons if _num(a.get("gap_seconds"))), default=None),
         "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
         # acked messages lost (by partition), duplicated, corrupted: None where the check could not count
-        **{n: (checks.get(c) or {}).get(f"{n}_count") for c, n in (("lost_writes", "lost"), ("duplicates", "duplicated"),
-                                                                  ("corrupted", "corrupted"))},
+        **safety_counts(checks),
     }
 
 
@@ -309,8 +309,7 @@ def collect_soak(sources: list[Path]) -> dict[str, Any]:
             "judged_minutes": round((k["minutes"] * 60 - k["warmup_s"]) / 60, 2) if _num(k.get("warmup_s")) else None,
             "rate_msgs_per_s": k.get("rate_msgs_per_s"), "moves": k.get("moves"), "acked": k.get("acked"),
             "failed": k.get("failed"), "unknown": k.get("unknown"),
-            **{n: (checks.get(c) or {}).get(f"{n}_count") for c, n in (("lost_writes", "lost"), ("duplicates", "duplicated"),
-                                                                      ("corrupted", "corrupted"))},
+            **safety_counts(checks),
             "max_broker_rss_growth_pct": k.get("max_broker_growth_pct"),
             "max_broker_fd_growth": max((v.get("growth") for v in brokers.values() if _num(v.get("growth"))),
                                         default=None),

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.analysis.aggregate.discovery import provenance_of
 from bench.check.outcome import run_ending_problems, run_verdict
-from bench.check.safety import verdict_counts
+from bench.check.safety import safety_counts, verdict_counts
 from bench.report.format import commit_label
 from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
 from bench.scenario.actions import SPECS
@@ -81,11 +81,7 @@ def _run_facts(s: dict[str, Any]) -> dict[str, Any]:
     return {
         "acked": (s.get("producer") or {}).get("acked") or 0,
         # None when the check could not count (no reads): never counted as 0
-        "lost": (checks.get("lost_writes") or {}).get("lost_count"),
-        "duplicated": (checks.get("duplicates") or {}).get("duplicated_count"),
-        # a summary from before the digests has no corrupted check: unknown, never 0
-        "corrupted": (checks.get("corrupted") or {}).get("corrupted_count"),
-        "reordered": (checks.get("reordering") or {}).get("reordered_count"),
+        **safety_counts(checks, ("lost", "duplicated", "corrupted", "reordered")),
         "verdict": run_verdict(s),
         "problems": run_ending_problems(s),
         "failed": checks.get("failed") or [],
