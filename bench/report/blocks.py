@@ -305,7 +305,8 @@ def collect_soak(sources: list[Path]) -> dict[str, Any]:
         brokers = {n: v for n, v in (k.get("file_descriptors") or {}).items() if n.startswith("broker-")}
         store = k.get("object_store") or {}
         runs.append({
-            "run_id": s.get("run_id"), "system": k.get("system"), "minutes": k.get("minutes"),
+            "run_id": s.get("run_id"), "system": k.get("system"), "config": k.get("config") or {},
+            "minutes": k.get("minutes"),
             "judged_minutes": round((k["minutes"] * 60 - k["warmup_s"]) / 60, 2) if _num(k.get("warmup_s")) else None,
             "rate_msgs_per_s": k.get("rate_msgs_per_s"), "moves": k.get("moves"), "acked": k.get("acked"),
             "failed": k.get("failed"), "unknown": k.get("unknown"),
@@ -381,7 +382,7 @@ def collect(sources: list[Path | str], name: str, out_dir: Path = MEASUREMENTS, 
 def rederive(name: str, measurements: Path = MEASUREMENTS) -> list[str]:
     """What differs between the extract NAME.json and what its bundle gives now: files whose
     sha256 is not the manifest's, or an extract that collect on the bundled inputs would not
-    write byte for byte. [] if the extract names no bundle (see :func:`unbundled`)."""
+    write byte for byte, or an extract that names no bundle (nothing to re-derive it from)."""
     path = measurements / f"{name}.json"
     try:
         text = path.read_text()
@@ -389,7 +390,8 @@ def rederive(name: str, measurements: Path = MEASUREMENTS) -> list[str]:
     except (OSError, ValueError) as exc:
         return [f"{_shown(path)}: unreadable ({exc})"]
     if not isinstance(e, dict) or not e.get("bundle"):
-        return []
+        return [f"{_shown(path)}: no evidence bundle to re-derive it from (python -m bench figures collect "
+                "its runs, or delete it and the blocks that quote it)"]
     bundle = measurements / e["bundle"]
     try:
         manifest = evidence.read_manifest(bundle)
@@ -413,18 +415,6 @@ def rederive(name: str, measurements: Path = MEASUREMENTS) -> list[str]:
 
 def extract_names(measurements: Path = MEASUREMENTS) -> list[str]:
     return sorted(p.stem for p in measurements.glob("*.json"))
-
-
-def unbundled(measurements: Path = MEASUREMENTS) -> list[str]:
-    """Extracts that name no bundle (collected before bundles existed): they cannot be re-derived."""
-    out = []
-    for n in extract_names(measurements):
-        try:
-            if not json.loads((measurements / f"{n}.json").read_text()).get("bundle"):
-                out.append(n)
-        except (OSError, ValueError, AttributeError):
-            out.append(n)
-    return out
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -530,9 +520,12 @@ def render_runs(name: str, e: dict[str, Any]) -> str:
                      + (f"{_safety_cell(c['runs'])} | " if safety else "") + " | ".join(cells) + " |")
         provs += [r["provenance"] for r in c["runs"]]
     n = sum(len(c["runs"]) for c in configs)
+    unknown = safety and any("?" in _safety_cell(c["runs"]) for c in configs)
     return "\n".join(lines + [
         "",
-        (f"Median (min-max) over each configuration's runs. {_provenance_line(provs, n)}"
+        (f"Median (min-max) over each configuration's runs. "
+         + ("`?`: a run made before that checker existed (corrupted: the CRC read-back) could not count. "
+            if unknown else "") + f"{_provenance_line(provs, n)}"
          + (f"; the suite's runs took {e['suite_seconds'] / 60:.0f} min (first cluster start to last summary)"
             if _num(e.get("suite_seconds")) else "") + f". Run ids: `docs/measurements/{name}.json`."),
     ] + _render_moves(configs)) + "\n"
@@ -651,15 +644,21 @@ def render_crosscheck(name: str, e: dict[str, Any]) -> str:
 
 
 def render_soak(name: str, e: dict[str, Any]) -> str:
-    lines = ["| system | minutes (judged) | moves | acked msgs | lost / duplicated / corrupted | broker RSS growth, max | "
-             "broker open files growth, max | object store bytes per acked byte (start - end) | verdict |",
-             "|---|---:|---:|---:|---|---:|---:|---|---|"]
+    lines = ["| system | minutes (judged) | msgs/s | moves | acked msgs | lost / duplicated / corrupted | "
+             "broker RSS growth, max | broker open files growth, max | object store objects (start - end) | "
+             "object store bytes per acked byte (start - end) | verdict |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---|---|---|"]
     for r in e["runs"]:
         ob = r.get("objstore_bytes_per_acked_byte") or {}
         store = f"{fmt(ob.get('baseline'))} - {fmt(ob.get('final'))}" if ob else "no object store"
-        lines.append(f"| {r['system']} | {fmt(r['minutes'])} ({fmt(r['judged_minutes'])}) | {r['moves']} | "
+        counts = list((r.get("objstore_objects") or {}).values())
+        objects = (f"{fmt(sum(c[0] or 0 for c in counts))} - {fmt(sum(c[1] or 0 for c in counts))}"
+                   if counts else "no object store")
+        settings = ", ".join(f"{k}={v}" for k, v in (r.get("config") or {}).items())
+        lines.append(f"| {r['system']}{f' ({settings})' if settings else ''} | {fmt(r['minutes'])} "
+                     f"({fmt(r['judged_minutes'])}) | {fmt(r.get('rate_msgs_per_s'))} | {r['moves']} | "
                      f"{fmt(r['acked'])} | {r['lost']} / {r['duplicated']} / {r['corrupted']} | "
-                     f"{_pct(r['max_broker_rss_growth_pct'])} | {fmt(r['max_broker_fd_growth'])} | {store} | "
+                     f"{_pct(r['max_broker_rss_growth_pct'])} | {fmt(r['max_broker_fd_growth'])} | {objects} | {store} | "
                      f"{r['verdict']} (run: {r['run_verdict']}) |")
     return "\n".join(lines + ["", (f"Judged after the warm-up: growth = median of the last minute against the first "
                                    f"minute after it (`python -m bench soak`, [faults.md](faults.md)). "

@@ -25,7 +25,7 @@ def test_every_bundled_extract_and_the_faults_page_re_derive_from_their_bundles(
 
     wrong = [p for n in fig.extract_names() for p in fig.rederive(n)] + faults_doc.stale()
     assert wrong == [], wrong
-    for n in set(fig.extract_names()) - set(fig.unbundled()):
+    for n in fig.extract_names():
         e = json.loads((fig.MEASUREMENTS / f"{n}.json").read_text())
         assert e["commit"] and e["dirty"] is False, f"{n}.json: its bundle must name one clean commit"
 
@@ -273,6 +273,11 @@ def test_check_rederives_every_extract_from_its_bundle_and_fails_on_any_edit(tmp
     (bundle / "files" / "extra.json").write_text("{}")
     assert main_code(check) == 1
     assert "extra.json: not in the manifest" in capsys.readouterr().err
+    (bundle / "files" / "extra.json").unlink()
+    assert main_code(check) == 0
+    (m / "old.json").write_text(saved.replace('"bundle": "bundles/s"', '"bundle": null'))  # an extract with no bundle
+    assert main_code(check) == 1
+    assert "old.json: no evidence bundle" in capsys.readouterr().err
 
 
 def test_verify_rehashes_the_histories_and_reruns_the_checkers(tmp_path, capsys):
@@ -340,7 +345,7 @@ def test_a_soak_extract_quotes_its_judgement_and_re_derives(tmp_path):
                    "corrupted": {"corrupted_count": 0}}
     _write(run, s)
     (run / "soak.json").write_text(json.dumps({
-        "system": "shared", "minutes": 30.0, "warmup_s": 600.0, "rate_msgs_per_s": 1000.0, "moves": 9,
+        "system": "shared", "config": {"log.cache.bytes": 67108864}, "minutes": 30.0, "warmup_s": 600.0, "rate_msgs_per_s": 1000.0, "moves": 9,
         "acked": 1_800_000, "failed": 0, "unknown": 0, "max_broker_growth_pct": 2.5, "verdict": "pass",
         "file_descriptors": {"broker-1": {"growth": 1}, "broker-2": {"growth": 3}, "load": {"growth": 40}},
         "object_store": {"bytes_per_acked_byte": {"baseline": 1.03, "final": 1.031}, "growth_pct": 0.1,
@@ -348,6 +353,7 @@ def test_a_soak_extract_quotes_its_judgement_and_re_derives(tmp_path):
     e = json.loads(fig.collect([tmp_path / "soak"], "soak-shared", tmp_path / "m").read_text())
     assert e["kind"] == "soak" and e["runs"][0]["max_broker_fd_growth"] == 3
     text = fig.render("soak-shared", tmp_path / "m")
-    assert "| shared | 30.0 (20.0) | 9 | 1,800,000 | 0 / 0 / 0 | +2.5 % | 3 | 1.03 - 1.03 | pass (run: pass) |" in text
+    assert ("| shared (log.cache.bytes=67108864) | 30.0 (20.0) | 1,000 | 9 | 1,800,000 | 0 / 0 / 0 | +2.5 % | 3 | "
+            "10 - 12 | 1.03 - 1.03 | pass (run: pass) |") in text
     assert fig.rederive("soak-shared", tmp_path / "m") == []
     assert "T/soak.json" in fig.evidence.read_manifest(tmp_path / "m" / "bundles" / "soak-shared")["files"]
