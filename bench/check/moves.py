@@ -18,6 +18,7 @@ from bench.history.names import (
     EVENT_LINK_SAMPLE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    EVENT_MOVE_SUPERSEDED,
     FIELD_BYTES_TO_COPY,
     NODE_OBJSTORE,
     broker_node,
@@ -55,7 +56,9 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
       write we know the new owner served;
     * ``move_seconds = first_ack_ts - request_ts``.
 
-    "unknown" for a partition without such a leader_change or without such an ack. An action's
+    "unknown" for a partition without such a leader_change or without such an ack; a partition
+    whose move a later action replaced (``move_superseded``) has no time of its own and does not
+    make its action unknown. An action's
     move_seconds is the max over its partitions. valid: False if ``checks.max_move_seconds`` is set
     and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
     sum the ``move_phase`` events (seconds, bytes) by phase name.
@@ -65,6 +68,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
     leader_changes = v.events_named(EVENT_LEADER_CHANGE)
     completes = v.events_named(EVENT_MOVE_COMPLETE)
     phases_ev = v.events_named(EVENT_MOVE_PHASE)
+    superseded = {(hashable(e.action_id), tp_of(e)): e.detail.get("by") for e in v.events_named(EVENT_MOVE_SUPERSEDED)}
     moves, actions, valids = [], [], []
     for a in v.actions:
         if not _is_move(a):
@@ -79,6 +83,11 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
         for tp in sorted(a.partitions):
             rec: dict[str, Any] = {"action_id": a.action_id, "action": a.kind,
                                    "topic": tp[0], "partition": tp[1], "request_ts": a.start}
+            if (a.action_id, tp) in superseded:  # a later action's move replaced it: not this move's time
+                rec.update(move_seconds="unknown", superseded_by=superseded[(a.action_id, tp)],
+                           reason=f"superseded by action {superseded[(a.action_id, tp)]}")
+                per_action.append(rec)
+                continue
             mc, new_leader, lc = move_markers(a, tp, completes, leader_changes)
             if mc is not None:
                 rec["move_complete_ts"] = float(mc.detail.get("ts", mc.ts))
@@ -95,9 +104,10 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
                     first_ack = float(ack[np.argmax(cond)])  # acks are sorted: first hit = earliest
                     rec.update(first_ack_ts=first_ack, move_seconds=first_ack - a.start)
             per_action.append(rec)
-        known = [r["move_seconds"] for r in per_action if r["move_seconds"] != "unknown"]
-        unknown = len(known) < len(per_action) or not per_action
-        secs: Any = "unknown" if unknown else max(known)
+        measured = [r for r in per_action if "superseded_by" not in r]
+        known = [r["move_seconds"] for r in measured if r["move_seconds"] != "unknown"]
+        unknown = len(known) < len(measured) or not per_action
+        secs: Any = "unknown" if unknown else (max(known) if known else None)
         over = limit is not None and any(s > limit for s in known)
         valids.append(False if over else ("unknown" if unknown else True))
         actions.append({"action_id": a.action_id, "action": a.kind, "request_ts": a.start,

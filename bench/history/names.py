@@ -47,6 +47,9 @@ EVENT_BROKER_STARTING = "broker_starting"  # add_broker_and_rebalance: the new b
 EVENT_BROKER_STARTED = "broker_started"
 EVENT_REASSIGN_REQUESTED = "reassign_requested"  # the AlterPartitionReassignments answer
 EVENT_MOVE_OBSERVED = "move_observed"  # a client sees the target replicas with a leader in them
+# A later action asked for another target of a partition still moving (KIP-455 replaces the
+# ongoing reassignment): {action_id, topic, partition, by (the later action)}
+EVENT_MOVE_SUPERSEDED = "move_superseded"
 
 # Cluster state, as clients see it (poller) or as the cluster's journals say (journal.py)
 EVENT_LEADER_CHANGE = "leader_change"

@@ -35,6 +35,9 @@ class RunState:
         self.verify: dict[str, Any] = {}
         # Moves still running: action_id -> {partition: its source and target brokers}.
         self.moving: dict[int, dict[tuple[str, int], set[int]]] = {}
+        # The action whose reassignment of a partition the cluster accepted last: an earlier
+        # action's move of it is superseded (KIP-455: a new reassignment replaces the ongoing one).
+        self.requested_by: dict[tuple[str, int], int] = {}
         self.stop = threading.Event()  # set on failure / Ctrl-C: every thread winds down
         self.load_over = threading.Event()  # the load finished (or its process ended): the samplers stop
 

@@ -18,6 +18,7 @@ from bench.history.names import (
     EVENT_ACTION_END,
     EVENT_ACTION_START,
     EVENT_MOVE_OBSERVED,
+    EVENT_MOVE_SUPERSEDED,
     EVENT_REASSIGN_REQUESTED,
     POLL_INTERVAL_S,
 )
@@ -29,6 +30,10 @@ from bench.scenario.actions.plans import Metadata, Plan
 from bench.scenario.actions.spec import event_base
 
 MOVE_GRACE_S = 30.0  # a move still running when the load ends gets this long to finish
+# A request that fails with a retriable error (the controller restarting, a timeout) is sent again
+# until this long after the first try, as Kafka's AdminClient does within default.api.timeout.ms.
+REQUEST_RETRY_S = 60.0
+REQUEST_BACKOFF_S = 1.0
 
 log = logging.getLogger("bench.run.timeline")
 
@@ -134,20 +139,32 @@ def carry_out(run: RunHandle, i: int, a: Action, plan: Plan, fields: dict[str, A
     run.state.moving[i] = {(t, p): set(to) | set(md.get((t, p), {}).get("replicas") or ()) for t, p, to in plan}
     sched = MoveScheduler([(t, p, to, list(md.get((t, p), {}).get("replicas") or ())) for t, p, to in plan],
                           a.concurrency)
+    # Its own thread: a request retried while the controller restarts must not hold up the
+    # actions after it (the restart among them).
+    run.thread(submit_and_watch, f"watch-{i}", run, i, a, sched, start, t_zero)
+
+
+def submit_and_watch(run: RunHandle, i: int, a: Action, sched: MoveScheduler, start: float, t_zero: float) -> None:
+    """The first request of a move's plan, then :func:`watch_moves` until every move is seen done."""
+    st = run.state.actions[i]
     errors: dict[str, str] = {}
     accepted: list = []
-    while not accepted and not sched.idle():  # a batch wholly rejected frees its slots for the next
-        accepted, errs = _submit(run, i, a, sched, start)
-        errors.update(errs)
+    try:
+        while not accepted and not sched.idle():  # a batch wholly rejected frees its slots for the next
+            accepted, errs = _submit(run, i, a, sched, start)
+            errors.update(errs)
+    except Exception as exc:  # noqa: BLE001 - the request's own error, after its retries
+        log.exception("action %d (%s) failed", i, a.kind)
+        errors["request"] = f"{type(exc).__name__}: {exc}"
     if not accepted:
         st.status, st.ended, st.detail = "failed", time.time(), f"rejected: {errors}"
         run.state.moving.pop(i, None)
-        run.event(EVENT_ACTION_END, {**base, "ok": False, "errors": errors})
+        run.event(EVENT_ACTION_END, {**event_base(i, a), "ok": False, "errors": errors})
         run.windows.end(i, time.time())
         return
     st.detail = f"moving {len(accepted)} partition(s)" + (f", {len(errors)} rejected" if errors else "") + (
         f", {sched.queued()} queued" if sched.queued() else "")
-    run.thread(watch_moves, f"watch-{i}", run, i, a, sched, errors, t_zero)
+    watch_moves(run, i, a, sched, errors, t_zero)
 
 
 class MoveScheduler:
@@ -206,15 +223,15 @@ def _submit(run: RunHandle, i: int, a: Action, sched: MoveScheduler, start: floa
     from kafka.structs import TopicPartition
 
     t0 = time.time()
-    with _ADMIN_LOCK:  # kafka-python's admin client is not thread-safe; watchers submit too
-        res = run.admin().alter_partition_reassignments(
-            {TopicPartition(t, p): to for t, p, to in batch}, timeout_ms=30000)
+    res = _alter_reassignments(run, {TopicPartition(t, p): to for t, p, to in batch}, t0 + REQUEST_RETRY_S)
     errors = {f"{tp.topic}-{tp.partition}": (e.__name__ if isinstance(e, type) else str(e))
               for tp, e in res.items() if e is not None}
     accepted = [(t, p, to) for t, p, to in batch if f"{t}-{p}" not in errors]
     for t, p, _ in batch:
         if f"{t}-{p}" in errors:
             sched.finish((t, p))
+        else:
+            run.state.requested_by[(t, p)] = i
     run.event(EVENT_REASSIGN_REQUESTED, {**event_base(i, a), "accepted": len(accepted), "errors": errors,
                                          "request_seconds": time.time() - t0,
                                          "submitted_after_s": t0 - start,
@@ -223,6 +240,34 @@ def _submit(run: RunHandle, i: int, a: Action, sched: MoveScheduler, start: floa
 
 
 _ADMIN_LOCK = threading.Lock()
+
+
+def _retriable(e: Any) -> bool:
+    return bool(getattr(e, "retriable", False))
+
+
+def _alter_reassignments(run: RunHandle, wanted: dict, deadline: float) -> dict:
+    """AlterPartitionReassignments for ``wanted`` ({TopicPartition: replicas}) -> {TopicPartition:
+    None or its error}; what fails with a retriable error (the whole request or a partition) is
+    sent again after a backoff until ``deadline``, the last error kept after it."""
+    out: dict = {}
+    while wanted:
+        try:
+            with _ADMIN_LOCK:  # kafka-python's admin client is not thread-safe; watchers submit too
+                res = run.admin().alter_partition_reassignments(wanted, timeout_ms=30000)
+        except Exception as e:  # noqa: BLE001 - kafka-python raises the request's own error
+            if not _retriable(e) or time.time() + REQUEST_BACKOFF_S >= deadline:
+                raise
+            log.info("reassignment request: %s; again in %.0f s", e, REQUEST_BACKOFF_S)
+            time.sleep(REQUEST_BACKOFF_S)
+            continue
+        out.update(res)
+        again = {tp: wanted[tp] for tp, e in res.items() if e is not None and _retriable(e)}
+        if not again or time.time() + REQUEST_BACKOFF_S >= deadline:
+            break
+        time.sleep(REQUEST_BACKOFF_S)
+        wanted = again
+    return out
 
 
 def _serving(run: RunHandle, tp: tuple[str, int]) -> bool:
@@ -248,6 +293,7 @@ def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors:
     deadline = t_zero + run.sc.workload.duration_s + MOVE_GRACE_S
     start = st.started or time.time()
     total = len(sched.inflight) + sched.queued()
+    superseded: dict[str, int] = {}
     while not sched.idle() and time.time() < deadline and not run.state.stop.is_set():
         md = run.state.metadata_snapshot()
         for tp, (to, _) in list(sched.inflight.items()):
@@ -256,6 +302,12 @@ def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors:
                 sched.finish(tp)
                 run.event(EVENT_MOVE_OBSERVED, {"action_id": i, "topic": tp[0], "partition": tp[1],
                                                 "leader": m["leader"], "replicas": m["replicas"]},
+                          topic=tp[0], partition=tp[1])
+            elif (by := run.state.requested_by.get(tp, i)) != i:
+                # the cluster now moves it where a later action asked: nothing left to wait for
+                sched.finish(tp)
+                superseded[f"{tp[0]}-{tp[1]}"] = by
+                run.event(EVENT_MOVE_SUPERSEDED, {"action_id": i, "topic": tp[0], "partition": tp[1], "by": by},
                           topic=tp[0], partition=tp[1])
         if sched.queued():
             errors.update(_submit(run, i, a, sched, start)[1])
@@ -271,4 +323,5 @@ def watch_moves(run: RunHandle, i: int, a: Action, sched: MoveScheduler, errors:
     st.ended = now
     run.event(EVENT_ACTION_END, {"action_id": i, "action": a.kind, "ok": ok, "completed": not unfinished,
                                  "unfinished": [f"{t}-{p}" for t, p in unfinished], "errors": errors,
+                                 **({"superseded": superseded} if superseded else {}),
                                  "seconds": now - (st.started or now)})

@@ -256,6 +256,18 @@ def test_move_seconds_unknown_without_leader_change():
     assert check_all(to_table(move_rows(with_leader_change=False)))["valid"] == "unknown"
 
 
+def test_a_move_a_later_action_replaced_has_no_time_and_leaves_its_action_known():
+    """KIP-455: a new reassignment of a moving partition replaces the ongoing one; the earlier
+    action's move of it is superseded, not unknown."""
+    rows = move_rows(with_leader_change=False) + [
+        event_row("move_superseded", T0 + 12.0, {"action_id": 0, "topic": "t", "partition": 0, "by": 1})]
+    result = check_move_seconds(to_table(rows))
+    assert result["valid"] is True
+    (move,) = result["moves"]
+    assert move["superseded_by"] == 1 and move["reason"] == "superseded by action 1"
+    assert result["actions"][0]["move_seconds"] is None
+
+
 def test_move_seconds_limit_from_scenario():
     table = to_table(move_rows())
     strict = parse_scenario({**SCENARIO, "checks": {"max_move_seconds": 3}})

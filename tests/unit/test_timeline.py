@@ -74,3 +74,57 @@ def test_an_action_whose_earlier_moves_outlast_the_load_fails_saying_so(moves_re
     st = run.state.actions[1]
     assert st.status == "failed" and "earlier moves still running when the load ended" in st.detail
     assert any(e == "action_end" and d.get("ok") is False for e, d in run.events)
+
+
+class FakeAdmin:
+    """alter_partition_reassignments failing as a restarting controller does, then answering."""
+
+    def __init__(self, failures: int, error) -> None:
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def alter_partition_reassignments(self, wanted, timeout_ms):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return {tp: None for tp in wanted}
+
+
+def test_a_move_request_is_sent_again_while_the_controller_restarts(monkeypatch):
+    """A retriable error (RequestTimedOut: the controller unreachable) is retried, as Kafka's
+    AdminClient does, and the move goes on; a non-retriable one fails at once."""
+    from kafka.errors import PolicyViolationError, RequestTimedOutError
+    from kafka.structs import TopicPartition
+
+    from bench.run import timeline
+
+    monkeypatch.setattr(timeline, "REQUEST_BACKOFF_S", 0.01)
+    run = FakeRun(_scenario(30), move_s=0)
+    admin = FakeAdmin(3, RequestTimedOutError("controller unreachable"))
+    run.admin = lambda: admin
+    tp = TopicPartition("a", 0)
+    assert timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5) == {tp: None}
+    assert admin.calls == 4
+    admin = FakeAdmin(1, PolicyViolationError("no"))
+    with pytest.raises(PolicyViolationError):
+        timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5)
+    assert admin.calls == 1
+    admin = FakeAdmin(100, RequestTimedOutError("controller unreachable"))
+    with pytest.raises(RequestTimedOutError):  # until the deadline, then its error
+        timeline._alter_reassignments(run, {tp: [2]}, time.time() + 0.1)
+
+
+def test_a_move_a_later_action_replaced_ends_ok_as_superseded(monkeypatch):
+    from bench.run import timeline
+
+    monkeypatch.setattr(timeline, "POLL_INTERVAL_S", 0.01)
+    run = FakeRun(_scenario(30), move_s=0)
+    run.windows = type("W", (), {"end": lambda self, i, t: None})()
+    run.state.metadata = {("a", 0): {"replicas": [1], "leader": 1}}  # never reaches [2]
+    run.state.requested_by[("a", 0)] = 1  # a later action asked for another target
+    sched = timeline.MoveScheduler([("a", 0, [2], [1])], None)
+    sched.take()
+    timeline.watch_moves(run, 0, run.sc.actions[0], sched, {}, time.time())
+    (end,) = [d for e, d in run.events if e == "action_end"]
+    assert end["ok"] is True and end["superseded"] == {"a-0": 1} and end["unfinished"] == []
+    assert [d for e, d in run.events if e == "move_superseded"] == [
+        {"action_id": 0, "topic": "a", "partition": 0, "by": 1}]
