@@ -1,5 +1,10 @@
 """`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
 
+  --estimate [--throttle B/S | --link RATE] [--concurrency N] [--json]
+                                                      before executing: each move's time with
+                                                      its error band, bytes, and whether it can
+                                                      finish under the ingest measured now
+                                                      (bench/analysis/estimate.py)
   --execute [--throttle BYTES_PER_S] [--additional]   start the moves in a plan
   --verify [--watch]                                  per-partition status, and for each
                                                       move still going: target replicas,
@@ -24,7 +29,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kafka.errors as Errors
 from kafka import TopicPartition
@@ -34,6 +39,10 @@ from kafka.protocol.admin import AlterPartitionReassignmentsRequest
 
 from bench.run import move_progress as mp
 from bench.run.clients import BootstrapError, reach
+from bench.units import rate_bits
+
+if TYPE_CHECKING:
+    from bench.analysis import estimate as est
 
 # An unreachable or silent bootstrap is reported within 5 s of the command's start: a TCP connect to
 # every address first (a refused port or an unknown name is said at once), then the first Kafka
@@ -309,6 +318,86 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
         admin.close()
 
 
+def _broker_rates(admin, brokers: set[int]) -> dict[int, float]:
+    """Each broker's leader.replication.throttled.rate (dynamic config), where set."""
+    out: dict[int, float] = {}
+    for b in sorted(brokers):
+        try:
+            res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))], config_filter="all")
+            v = res.get("broker", {}).get(str(b), {}).get(RATE_KEYS[0])
+        except KafkaError:
+            continue
+        if v not in (None, "") and float(v) < 2**63 - 1:  # Kafka's "no throttle" is Long.MAX_VALUE
+            out[b] = float(v)
+    return out
+
+
+def partition_facts(admin, plan: list[dict], sample_s: float) -> list[est.PartitionFacts]:
+    """What the estimate needs of each planned partition, through the protocol only: its replicas
+    and leader (Metadata), the leader's log size (DescribeLogDirs) and its ingest (two ListOffsets
+    ``sample_s`` apart, times the log's bytes per offset)."""
+    from kafka.admin import OffsetSpec
+
+    from bench.analysis import estimate as est
+
+    topics = {p["topic"] for p in plan}
+    current = current_assignment(admin, topics)
+    missing = [_missing(p["topic"], p["partition"], current) for p in plan if (p["topic"], p["partition"]) not in current]
+    if missing:
+        raise PlanError("the plan names partitions the cluster does not have: " + "; ".join(missing))
+    leaders = {(t["name"], q["partition_index"]): q.get("leader_id", -1)
+               for t in admin.describe_topics(sorted(topics)) for q in t.get("partitions", [])}
+    tps = [TopicPartition(p["topic"], p["partition"]) for p in plan]
+    led = sorted({b for b in leaders.values() if b >= 0})
+    sizes, _ = mp.describe_log_dirs(admin, led, topics)
+    first, t0 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
+    time.sleep(max(sample_s, 0.0))
+    second, t1 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
+    out = []
+    for p in plan:
+        tp = (p["topic"], p["partition"])
+        leader = leaders.get(tp, -1)
+        if leader < 0:
+            raise PlanError(f"{tp[0]}-{tp[1]} has no leader now: nothing to estimate its move from")
+        size = float(sizes.get(f"{tp[0]}-{tp[1]}", {}).get(str(leader), 0))
+        (start, end), (_, end2) = first.get(tp, (0, 0)), second.get(tp, (0, 0))
+        per_offset = size / (end - start) if end > start else 0.0
+        ingest = max(0.0, (end2 - end) / (t1 - t0) * per_offset) if t1 > t0 else 0.0
+        out.append(est.PartitionFacts(tp[0], tp[1], current[tp], list(p["replicas"]), leader, size, ingest))
+    return out
+
+
+def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: str | None, concurrency: int | None,
+             model: str | None, system: str | None, sample_s: float, as_json: bool, out=sys.stdout) -> int:
+    """--estimate: what the plan will take, printed before anything runs (bench/analysis/estimate.py,
+    imported here: the models' numpy is not every command's start-up)."""
+    from bench.analysis import estimate as est
+
+    admin = _admin(bootstrap)
+    try:
+        facts = partition_facts(admin, plan, sample_s)
+        configs = mp.broker_configs(admin)
+        name = system or mp.system_of(configs)
+        src = est.load_model(name, model)
+        brokers = {b for f in facts for b in (*f.replicas, *f.target)}
+        rates = {b: float(throttle) for b in brokers} if throttle else _broker_rates(admin, brokers)
+        caps = est.Caps(rates, rate_bits(link) / 8 if link else None)
+        handover = None
+        if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
+            handover = est.Handover(float(configs["wal.upload.threshold.bytes"]),
+                                    float(configs.get("wal.upload.interval.ms") or 0) / 1000)
+        e = est.estimate(facts, src, caps, concurrency, handover)
+        e["detected_system"] = system is None
+        e["sample_seconds"] = sample_s
+    except est.EstimateError as exc:
+        print(f"error: --estimate: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        admin.close()
+    print(json.dumps(e, default=float) if as_json else est.render(e), file=out, end="\n" if as_json else "")
+    return 0
+
+
 def cancel(bootstrap: str, plan: list[dict], out=sys.stdout) -> int:
     admin = _admin(bootstrap)
     try:
@@ -372,9 +461,9 @@ def generate(bootstrap: str, topics_file: str, broker_list: str, out=sys.stdout)
 
 
 def run(args) -> int:
-    verbs = [v for v in ("execute", "verify", "cancel", "list", "generate") if getattr(args, v)]
+    verbs = [v for v in VERBS if getattr(args, v)]
     if len(verbs) != 1:
-        raise PlanError("give exactly one of --execute, --verify, --cancel, --list, --generate")
+        raise PlanError("give exactly one of " + ", ".join(f"--{v}" for v in VERBS))
     verb = verbs[0]
     try:
         if verb == "list":
@@ -395,6 +484,22 @@ def run(args) -> int:
             if args.throttle is not None and args.throttle <= 0:
                 raise PlanError("--throttle must be a positive number of bytes per second")
             return execute(args.bootstrap_server, plan, args.throttle, args.additional)
+        if verb == "estimate":
+            for p in plan:
+                if not p["replicas"]:
+                    raise PlanError(f"{p['topic']}-{p['partition']}: the replica list must not be empty")
+            if args.throttle is not None and args.throttle <= 0:
+                raise PlanError("--throttle must be a positive number of bytes per second")
+            if args.concurrency is not None and args.concurrency < 1:
+                raise PlanError("--concurrency must be at least 1 (moves per broker at once)")
+            if args.link:
+                try:
+                    rate_bits(args.link)
+                except ValueError as e:
+                    raise PlanError(f"--link: {e}") from None
+            return estimate(args.bootstrap_server, plan, throttle=args.throttle, link=args.link,
+                            concurrency=args.concurrency, model=args.model, system=args.system,
+                            sample_s=args.window, as_json=args.json)
         if verb == "verify":
             return verify(args.bootstrap_server, plan, window_s=args.window,
                           watch_s=args.interval if args.watch else None)
@@ -408,6 +513,8 @@ def run(args) -> int:
 
 
 VERBS = {
+    "estimate": "before --execute: the plan's time per partition and in total with its error band, the bytes "
+                "it moves and whether each move can finish under the ingest measured now (nothing is changed)",
     "execute": "start the moves in the plan",
     "verify": "per-partition status of the plan's moves, with bytes to move and done, rate and ETA of each "
               "move still going; clears the throttles once all are done",
@@ -427,14 +534,27 @@ def add_parser(sub) -> None:
                         "needed by --execute, --verify and --cancel")
     for verb, what in VERBS.items():
         p.add_argument(f"--{verb}", action="store_true", help=what)
-    p.add_argument("--throttle", type=int, metavar="BYTES_PER_S", help="with --execute: cap the move's traffic")
+    p.add_argument("--throttle", type=int, metavar="BYTES_PER_S",
+                   help="with --execute: cap the move's traffic; with --estimate: the cap to estimate with "
+                        "(default: the brokers' leader.replication.throttled.rate, where set)")
+    p.add_argument("--link", metavar="RATE", help="with --estimate: the brokers' link rate (tc syntax: 1gbit, "
+                                                  "10gbit), the cap of a move without a throttle")
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help="with --estimate: at most N moves per broker at once, as Cruise Control's executor "
+                        "(default: all at once, as --execute submits them)")
+    p.add_argument("--model", metavar="model.json",
+                   help="with --estimate: the move-time model (default: results/aggregate/model.json, else the "
+                        "repository's bundled one)")
+    p.add_argument("--system", choices=("replication", "tiered", "shared"),
+                   help="with --estimate: the system's move family (default: from the brokers' configs)")
+    p.add_argument("--json", action="store_true", help="with --estimate: one JSON object instead of the table")
     p.add_argument("--additional", action="store_true", help="with --execute: add to ongoing reassignments")
     p.add_argument("--watch", action="store_true",
                    help="with --verify: refresh the moves' progress until they are done, then verify")
     p.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between refreshes")
     p.add_argument("--window", type=float, default=3.0, metavar="S",
                    help="with --verify/--list: seconds over which the rate and ETA are measured (two samples "
-                        "this far apart; 0: one sample, no rate)")
+                        "this far apart; 0: one sample, no rate); with --estimate: over which the ingest is")
     p.add_argument("--topics-to-move-json-file", metavar="TOPICS.json",
                    help='with --generate: the topics to move, {"topics":[{"topic":"name"}],"version":1}')
     p.add_argument("--broker-list", metavar="1,2,3", help="with --generate: the brokers to spread them over")

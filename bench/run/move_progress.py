@@ -267,23 +267,41 @@ def describe_log_dirs(admin, brokers, topics: set[str]) -> tuple[dict[str, dict[
     return sizes, lags
 
 
-def moves_copy_data(admin) -> bool:
-    """Whether this cluster's moves copy the log between brokers: False when a broker's
-    configuration is that of a system whose profile moves by handover (its own settings, e.g. the
-    shared system's WAL in object storage, are all among the broker's config keys)."""
+def broker_configs(admin) -> dict[str, str]:
+    """Every config of the lowest-numbered broker (DescribeConfigs), {} when it does not answer."""
     from kafka.admin import ConfigResource, ConfigResourceType
-
-    from systems.registry import PROFILES
 
     try:
         first = str(min(int(b["broker_id"]) for b in admin.describe_cluster()["brokers"]))
         res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, first)], config_filter="all")
-        keys = set(res.get("broker", {}).get(first, {}))
-    except Exception:  # noqa: BLE001 - unknown: treat it as Kafka (moves copy)
-        return True
+        return {k: v for k, v in res.get("broker", {}).get(first, {}).items()}
+    except Exception:  # noqa: BLE001 - unknown
+        return {}
+
+
+def system_of(configs: dict[str, Any]) -> str:
+    """Which system's profile a broker's configuration is (its own settings, e.g. the shared
+    system's WAL in object storage, all among the broker's config keys; the profile with the most
+    such keys); a Kafka broker with remote.log.storage.system.enable=true is tiered storage; else
+    the copy system (Kafka)."""
+    from systems.registry import PROFILES
+
+    keys = set(configs)
     best = None
-    for prof in PROFILES.values():
+    for name, prof in PROFILES.items():
         own = set(prof.config_defaults)
-        if own and own <= keys and (best is None or len(own) > len(best.config_defaults)):
-            best = prof
-    return best is None or best.copies_on_move
+        if own and own <= keys and (best is None or len(own) > len(PROFILES[best].config_defaults)):
+            best = name
+    if best:
+        return best
+    if str(configs.get("remote.log.storage.system.enable", "")).lower() == "true":
+        return "tiered"
+    return "replication"
+
+
+def moves_copy_data(admin) -> bool:
+    """Whether this cluster's moves copy the log between brokers (its system's profile says)."""
+    from systems.registry import PROFILES
+
+    configs = broker_configs(admin)
+    return not configs or PROFILES[system_of(configs)].copies_on_move

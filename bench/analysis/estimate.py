@@ -1,0 +1,309 @@
+"""Estimates before a move (`bench reassign --estimate`): what a plan will take on a cluster, from
+what the protocol shows of it and a fitted move-time model, before anything is executed.
+
+Inputs (``PartitionFacts``, read by bench/cli/reassign.py through the Kafka protocol only): each
+planned partition's current and target replicas, its leader, the leader's log size
+(DescribeLogDirs) and its ingest (ListOffsets deltas over a short window, times the log's bytes per
+offset). The model is one system's :class:`~bench.analysis.model.MoveModel` from a ``model.json``
+(``ModelSource``: which file, which runs and commit, whether its held-out checks passed and by how
+much they missed). Per partition:
+
+* **copy** families (the copy system, tiered storage): every added replica copies the leader's
+  log, ``t = c + B / (e x T - r)`` with ``T`` the leader's cap (its replication throttle, or the
+  link's TCP payload when there is none) and ``r`` the ingest; ``r >= e x T`` is *not gaining*: the
+  copy never catches up (``feasible: false``). For tiered storage ``B`` is the leader's local log
+  (DescribeLogDirs reports local bytes), an upper bound of the tail a KIP-1023 replica copies.
+* **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
+  the stream: ``t = c + tail / (u x L)``; the protocol does not show the tail, so the estimate spans
+  tail = 0 (``seconds_low``) to what the WAL can hold before it uploads (the smaller of the upload
+  threshold and the ingest over the upload interval: ``seconds_high``), the middle as ``seconds``.
+
+Each time carries the model's band: its held-out error where the checks passed, else the checks'
+target, said as not validated. The plan's total runs the moves through the cluster simulator
+(bench/analysis/rebalance.py: per-broker caps shared by the moves on a broker, at most
+``concurrency`` moves per broker, in plan order). Client impact is the measured distribution of
+the system's moves behind the model (unavailable seconds and the moved partitions' p99 ack latency
+during moves, from the aggregate tables beside its ``model.json``), when they are there.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.analysis.model import MoveModel
+from bench.analysis.model.budget import WIRE_PAYLOAD_SHARE
+from bench.analysis.rebalance import SimMove, simulate
+
+# Where a model is looked for when none is named: a local aggregate, then the repository's bundled
+# one (the models of the last stored `make bench`, docs/measured.md).
+MODEL_PATHS = (Path("results/aggregate/model.json"),
+               Path("docs/measurements/bundles/models/files/aggregate/model.json"))
+
+
+class EstimateError(Exception):
+    """No estimate can be made (no model for the system, no cap); the message says what to give."""
+
+
+@dataclass
+class PartitionFacts:
+    topic: str
+    partition: int
+    replicas: list[int]  # now
+    target: list[int]  # the plan's
+    leader: int
+    size_bytes: float  # the leader's log (DescribeLogDirs)
+    ingest_bytes_per_s: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def adding(self) -> list[int]:
+        return [b for b in self.target if b not in self.replicas]
+
+
+@dataclass
+class ModelSource:
+    path: str
+    system: str
+    model: MoveModel
+    validated: bool
+    error_pct: float | None  # held-out error of the checks the model rests on (signed, worst)
+    band_pct: float  # the relative band every estimate carries
+    why_not_validated: str | None = None
+    impact: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str | None:
+        return self.model.version
+
+    def describe(self) -> str:
+        how = (f"held-out error {self.error_pct:+.1f} %" if self.validated and self.error_pct is not None
+               else f"not validated ({self.why_not_validated}); band = its checks' target")
+        return (f"{self.system} model {self.model.formula()} from {self.path} (n = {self.model.n} moves of this "
+                f"harness's {self.system} system, commit {str(self.version or '?')[:10]}; not calibrated on this "
+                f"cluster); {how}, so +/-{self.band_pct:.0f} %")
+
+
+def load_model(system: str, path: str | Path | None = None) -> ModelSource:
+    """The model of ``system`` from ``path`` (a model.json), else from the first of
+    :data:`MODEL_PATHS` that has one."""
+    tried = [Path(path)] if path else list(MODEL_PATHS)
+    for p in tried:
+        if not p.is_file():
+            continue
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise EstimateError(f"{p}: not a model.json ({e})") from None
+        row = (doc.get("models") or {}).get(system)
+        if row is None:
+            if path:
+                note = (doc.get("notes") or {}).get(system)
+                raise EstimateError(f"{p} has no {system} model" + (f": {note}" if note else ""))
+            continue
+        model = MoveModel.from_row(row)
+        validity = (doc.get("validity") or {}).get(system) or {}
+        targets = [v.get("target_pct") for v in doc.get("validation") or []
+                   if v.get("system") == system and isinstance(v.get("target_pct"), (int, float))]
+        err = validity.get("error_pct")
+        ok = bool(validity.get("validated")) and isinstance(err, (int, float))
+        band = abs(err) if ok else (max(targets) if targets else 30.0)
+        return ModelSource(str(p), system, model, ok, err if ok else None, max(band, 1.0),
+                           None if ok else (validity.get("reason") or "no passing held-out check"),
+                           measured_impact(p.parent, system))
+    where = ", ".join(str(p) for p in tried)
+    raise EstimateError(f"no {system} move-time model in {where}: run `python -m bench aggregate` on stored runs "
+                        f"of that system (or name a model.json with --model)")
+
+
+def measured_impact(aggregate_dir: Path, system: str) -> dict[str, Any]:
+    """What the system's moves behind the model did to clients: unavailable seconds per move
+    (moves.csv) and the moved partitions' p99 ack latency during moves (latency.csv); {} where the
+    aggregate's tables are not beside the model."""
+    out: dict[str, Any] = {}
+
+    def rows(name: str) -> list[dict[str, str]]:
+        p = aggregate_dir / f"{name}.csv"
+        if not p.is_file():
+            return []
+        with p.open(newline="") as f:
+            return [r for r in csv.DictReader(f) if r.get("system") == system]
+
+    def stats(xs: list[float]) -> dict[str, float] | None:
+        xs = sorted(x for x in xs if math.isfinite(x))
+        if not xs:
+            return None
+        return {"median": statistics.median(xs), "max": xs[-1], "n": len(xs)}
+
+    def num(v: str | None) -> float:
+        try:
+            return float(v) if v not in (None, "") else math.nan
+        except ValueError:
+            return math.nan
+
+    un = stats([num(r.get("unavailable_seconds")) for r in rows("moves")])
+    p99 = stats([num(r.get("p99_ms")) for r in rows("latency")
+                 if r.get("level") == "run" and r.get("scope") == "partitions" and r.get("phase") == "during"])
+    if un:
+        out["unavailable_seconds"] = un
+    if p99:
+        out["p99_during_move_ms"] = p99
+    return out
+
+
+@dataclass
+class Caps:
+    """What a move may use, per broker (bytes/s): ``throttle`` (the brokers' replication quota) or
+    ``link`` (the link rate: its TCP payload share when there is no throttle)."""
+
+    throttle: dict[int, float] = field(default_factory=dict)
+    link_bytes_per_s: float | None = None
+
+    def of(self, broker: int) -> float | None:
+        t = self.throttle.get(broker)
+        link = self.link_bytes_per_s * WIRE_PAYLOAD_SHARE if self.link_bytes_per_s else None
+        if t and link:
+            return min(t, link)
+        return t or link
+
+
+@dataclass
+class Handover:
+    """What bounds a shared-storage partition's un-uploaded tail (the broker's WAL settings)."""
+
+    upload_threshold_bytes: float
+    upload_interval_s: float
+
+    def tail_high(self, f: PartitionFacts) -> float:
+        return min(f.size_bytes, self.upload_threshold_bytes, f.ingest_bytes_per_s * self.upload_interval_s)
+
+
+def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurrency: int | None = None,
+             handover: Handover | None = None) -> dict[str, Any]:
+    """The estimate of a plan: per partition and in total (see the module doc)."""
+    m = src.model
+    copies = m.kind.copies
+    if not copies and handover is None:
+        raise EstimateError(f"{src.system}: the brokers' WAL settings (wal.upload.threshold.bytes, "
+                            "wal.upload.interval.ms) are needed to bound the tail a handover uploads")
+    band = src.band_pct / 100.0
+    rows, sims = [], []
+    for f in facts:
+        cap = caps.of(f.leader)
+        if cap is None:
+            raise EstimateError(f"{f.name}: its leader, broker {f.leader}, has no replication throttle and no link "
+                                "rate is known: give --throttle (what --execute would set) or --link (e.g. 1gbit)")
+        row: dict[str, Any] = {"topic": f.topic, "partition": f.partition, "from": f.replicas, "to": f.target,
+                               "leader": f.leader, "size_bytes": f.size_bytes, "ingest_bytes_per_s": f.ingest_bytes_per_s,
+                               "cap_bytes_per_s": cap}
+        if sorted(f.target) == sorted(f.replicas) or (copies and not f.adding):
+            # a reorder or a removal only: the leader election is the move (the model's fixed part)
+            row.update(seconds=m.fixed_s, seconds_low=m.fixed_s * (1 - band), seconds_high=m.fixed_s * (1 + band),
+                       bytes=0.0, feasible=True)
+        elif copies:
+            t = m.predict(f.size_bytes, cap, f.ingest_bytes_per_s)
+            ok = math.isfinite(t)
+            row.update(seconds=t if ok else None, seconds_low=t * (1 - band) if ok else None,
+                       seconds_high=t * (1 + band) if ok else None, feasible=ok,
+                       bytes=len(f.adding) * m.bytes_moved(f.size_bytes, t, f.ingest_bytes_per_s) if ok else None)
+            if not ok:
+                row["why"] = (f"not gaining: ingest {f.ingest_bytes_per_s / 1e6:.3g} MB/s >= what the copy achieves "
+                              f"({m.efficiency:.3g} x {cap / 1e6:.3g} MB/s)")
+            for b in f.adding:
+                sims.append(SimMove(f"{f.name}:{b}", f.leader, b, f.size_bytes, f.ingest_bytes_per_s, m.fixed_s))
+        else:
+            hi_tail = handover.tail_high(f)
+            mid = m.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
+            ok = m.efficiency * cap > f.ingest_bytes_per_s  # the WAL's uploads keep up with the ingest
+            row.update(seconds=mid, seconds_low=m.predict(f.size_bytes, cap, 0.0, tail_bytes=0.0) * (1 - band),
+                       seconds_high=m.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail) * (1 + band),
+                       bytes=hi_tail / 2, bytes_high=hi_tail, feasible=ok, bytes_to="object storage")
+            if not ok:
+                row["why"] = (f"not gaining: ingest {f.ingest_bytes_per_s / 1e6:.3g} MB/s >= the upload rate "
+                              f"({m.efficiency:.3g} x {cap / 1e6:.3g} MB/s)")
+            new = next((b for b in f.target if b != f.leader), f.target[0])
+            sims.append(SimMove(f.name, f.leader, new, hi_tail / 2, 0.0, m.fixed_s))
+        rows.append(row)
+    total = _total(rows, sims, caps, m, copies, concurrency)
+    return {
+        "system": src.system, "family": m.family,
+        "model": {"source": src.path, "formula": m.formula(), "commit": src.version, "n": m.n,
+                  "validated": src.validated, "error_pct": src.error_pct, "band_pct": src.band_pct,
+                  "why_not_validated": src.why_not_validated, "calibrated": False},
+        "concurrency": concurrency,
+        "partitions": rows,
+        "total_seconds": total,
+        "total_seconds_low": total * (1 - band) if total is not None else None,
+        "total_seconds_high": total * (1 + band) if total is not None else None,
+        "feasible": all(r["feasible"] for r in rows),
+        "bytes": sum(r["bytes"] for r in rows) if all(r["bytes"] is not None for r in rows) else None,
+        "impact": src.impact,
+    }
+
+
+def _total(rows: list[dict[str, Any]], sims: list[SimMove], caps: Caps, m: MoveModel, copies: bool,
+           concurrency: int | None) -> float | None:
+    """The plan's time, first request to last move done: the moves that carry bytes through the
+    simulator (the per-broker caps shared, at most ``concurrency`` per broker), at least the
+    longest move that carries none. None if some move never finishes."""
+    if not all(r["feasible"] for r in rows):
+        return None
+    longest = max((r["seconds"] for r in rows), default=0.0)
+    if not sims:
+        return longest
+    brokers = {s.src for s in sims} | {s.dst for s in sims}
+    cap = {b: m.efficiency * (caps.of(b) or math.inf) for b in brokers}
+    res = simulate(sims, cap, cap if copies else None, concurrency, sharing="fifo")
+    return max(res.seconds, longest) if math.isfinite(res.seconds) else None
+
+
+def render(e: dict[str, Any]) -> str:
+    """The estimate as a person reads it: one line per partition, the total, the model and the
+    client impact it rests on."""
+    def mb(x: float | None) -> str:
+        return "-" if x is None else f"{x / 1e6:,.1f} MB"
+
+    def secs(r: dict[str, Any], k: str = "seconds") -> str:
+        if r.get(k) is None:
+            return "never"
+        return f"{r[k]:,.1f} s ({r[k + '_low']:,.1f}-{r[k + '_high']:,.1f})"
+
+    lines = [f"{'partition':<20} {'replicas':<18} {'size':>12} {'ingest':>12} {'to move':>12}  estimate"]
+    for r in e["partitions"]:
+        name = f"{r['topic']}-{r['partition']}"
+        reps = f"{r['from']} -> {r['to']}".replace(" ", "")
+        moved = mb(r["bytes"]) + (" (store)" if r.get("bytes_to") else "")
+        lines.append(f"{name:<20} {reps:<18} {mb(r['size_bytes']):>12} {mb(r['ingest_bytes_per_s']) + '/s':>12} "
+                     f"{moved:>12}  {secs(r)}" + (f"  NOT GAINING: {r['why']}" if not r["feasible"] else ""))
+    conc = "all at once" if e["concurrency"] is None else f"at most {e['concurrency']} per broker"
+    if e["total_seconds"] is None:
+        lines.append(f"total: cannot finish ({conc}): a move never catches up with its ingest")
+    else:
+        lines.append(f"total: {secs(e, 'total_seconds')} ({conc}), {mb(e['bytes'])} to move")
+    md = e["model"]
+    how = (f"held-out error {md['error_pct']:+.1f} %" if md["validated"]
+           else f"not validated: {md['why_not_validated']}")
+    lines.append(f"model: {e['system']} {md['formula']} from {md['source']} (n = {md['n']}, commit "
+                 f"{str(md['commit'] or '?')[:10]}; from this harness's runs, not calibrated on this cluster; {how}; "
+                 f"band +/-{md['band_pct']:.0f} %)")
+    imp = e.get("impact") or {}
+    if imp:
+        parts = []
+        if "unavailable_seconds" in imp:
+            u = imp["unavailable_seconds"]
+            parts.append(f"unavailable {u['median']:.2f} s median, {u['max']:.2f} s max")
+        if "p99_during_move_ms" in imp:
+            p = imp["p99_during_move_ms"]
+            parts.append(f"p99 ack during a move {p['median']:,.0f} ms median, {p['max']:,.0f} ms max")
+        n = max(v["n"] for v in imp.values())
+        lines.append(f"clients, as measured in the model's runs (n <= {n}): " + "; ".join(parts))
+    else:
+        lines.append("clients: no measured moves beside the model (its aggregate's moves and latency tables)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""bench/analysis/estimate.py: a plan's estimate from facts and a model (no cluster)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench.analysis import estimate as est
+
+MB = 1e6
+
+
+def _model_json(tmp_path, *, validated=True, family="copy", system="replication", fixed=0.2, eff=1.0,
+                impact=True):
+    d = tmp_path / "agg"
+    d.mkdir(exist_ok=True)
+    row = {"system": system, "family": family, "fixed_s": fixed, "fixed_se": 0.01, "efficiency": eff,
+           "efficiency_se": 0.01, "efficiency_fitted": True, "n": 6, "runs": "a/r1", "version": "abc1234",
+           "domain": "{}", "open_per_object_s": 0.0}
+    (d / "model.json").write_text(json.dumps({
+        "models": {system: row},
+        "validity": {system: {"validated": validated, "error_pct": -4.0 if validated else None,
+                              "reason": None if validated else "no passing held-out size check"}},
+        "validation": [{"system": system, "target_pct": 15.0}]}))
+    if impact:
+        (d / "moves.csv").write_text("system,unavailable_seconds\n" + "".join(
+            f"{system},{x}\n" for x in (0.3, 0.5, 0.9)) + "other,99\n")
+        (d / "latency.csv").write_text("level,system,scope,phase,p99_ms\n"
+                                       f"run,{system},partitions,during,400\nrun,{system},partitions,before,10\n"
+                                       f"run,{system},all,during,999\n")
+    return d / "model.json"
+
+
+def _facts(ingest=0.0, size=32 * MB, target=(1, 2, 4)):
+    return est.PartitionFacts("t", 0, [1, 2, 3], list(target), 1, size, ingest)
+
+
+def test_a_copy_move_is_its_bytes_over_the_throttle_with_the_held_out_band(tmp_path):
+    src = est.load_model("replication", _model_json(tmp_path))
+    assert src.validated and src.band_pct == 4.0
+    e = est.estimate([_facts(ingest=1 * MB)], src, est.Caps({1: 8 * MB, 4: 8 * MB}))
+    (p,) = e["partitions"]
+    assert p["seconds"] == pytest.approx(0.2 + 32 / 7)  # B / (e x T - r)
+    assert (p["seconds_low"], p["seconds_high"]) == pytest.approx((p["seconds"] * 0.96, p["seconds"] * 1.04))
+    assert p["feasible"] and p["bytes"] == pytest.approx(32 * MB + 1 * MB * 32 / 7)  # it carries its ingest too
+    assert e["total_seconds"] == pytest.approx(p["seconds"], rel=0.02)
+    assert e["impact"] == {"unavailable_seconds": {"median": 0.5, "max": 0.9, "n": 3},
+                           "p99_during_move_ms": {"median": 400.0, "max": 400.0, "n": 1}}
+    text = est.render(e)
+    assert "t-0" in text and "held-out error -4.0 %" in text and "unavailable 0.50 s median" in text
+
+
+def test_ingest_at_or_above_what_the_copy_achieves_cannot_finish(tmp_path):
+    src = est.load_model("replication", _model_json(tmp_path, eff=0.9))
+    e = est.estimate([_facts(ingest=1.5 * MB), _facts(ingest=0.1 * MB, target=(1, 2, 3))],
+                     src, est.Caps({1: 1.6 * MB}))
+    bad, reorder = e["partitions"]
+    assert bad["feasible"] is False and bad["seconds"] is None and "not gaining" in bad["why"]
+    assert reorder["feasible"] and reorder["bytes"] == 0.0  # nothing added: the election only
+    assert e["feasible"] is False and e["total_seconds"] is None
+    assert "cannot finish" in est.render(e) and "NOT GAINING" in est.render(e)
+
+
+def test_moves_sharing_a_broker_share_its_throttle_and_concurrency_serialises_them(tmp_path):
+    src = est.load_model("replication", _model_json(tmp_path))
+    facts = [est.PartitionFacts("t", i, [1], [2], 1, 10 * MB, 0.0) for i in range(4)]
+    caps = est.Caps({1: 10 * MB, 2: 10 * MB})
+    at_once = est.estimate(facts, src, caps)["total_seconds"]
+    one_by_one = est.estimate(facts, src, caps, concurrency=1)["total_seconds"]
+    assert at_once == pytest.approx(0.2 + 4.0, rel=0.05)  # 40 MB through one 10 MB/s quota
+    assert one_by_one == pytest.approx(4 * (0.2 + 1.0), rel=0.05)  # each fixed part paid in turn
+
+
+def test_a_handover_spans_an_empty_tail_to_a_full_one(tmp_path):
+    src = est.load_model("shared", _model_json(tmp_path, family="handover", system="shared", eff=0.5))
+    with pytest.raises(est.EstimateError, match="WAL settings"):
+        est.estimate([_facts()], src, est.Caps(link_bytes_per_s=125 * MB))
+    ho = est.Handover(upload_threshold_bytes=32 * 2**20, upload_interval_s=10)
+    e = est.estimate([_facts(ingest=1 * MB)], src, est.Caps(link_bytes_per_s=125 * MB), handover=ho)
+    (p,) = e["partitions"]
+    cap = 125 * MB * est.WIRE_PAYLOAD_SHARE
+    assert p["bytes_high"] == 10 * MB  # the ingest over the upload interval, below the threshold
+    assert p["seconds_low"] == pytest.approx(0.2 * 0.96)
+    assert p["seconds_high"] == pytest.approx((0.2 + 10 * MB / (0.5 * cap)) * 1.04)
+    assert p["seconds_low"] < p["seconds"] < p["seconds_high"] and p["bytes_to"] == "object storage"
+
+
+def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(tmp_path):
+    src = est.load_model("replication", _model_json(tmp_path, validated=False, impact=False))
+    assert not src.validated and src.band_pct == 15.0 and "size check" in src.why_not_validated
+    with pytest.raises(est.EstimateError, match="--throttle .* or --link"):
+        est.estimate([_facts()], src, est.Caps())
+    e = est.estimate([_facts()], src, est.Caps(link_bytes_per_s=125 * MB))
+    assert math.isclose(e["partitions"][0]["cap_bytes_per_s"], 125 * MB * est.WIRE_PAYLOAD_SHARE)
+    assert "not validated" in est.render(e) and "no measured moves" in est.render(e)
+    with pytest.raises(est.EstimateError, match="has no tiered model"):
+        est.load_model("tiered", tmp_path / "agg" / "model.json")
+    with pytest.raises(est.EstimateError, match="bench aggregate"):
+        est.load_model("replication", tmp_path / "nothing.json")
