@@ -40,6 +40,16 @@ def _is_move(a: Action) -> bool:
     return a.kind in MOVE_ACTIONS
 
 
+def _leader_at(leader_changes: list, tp: tuple[str, int], ts: float | None) -> Any:
+    """The partition's leader as the last leader_change before ``ts`` names it (None: unknown)."""
+    last = None
+    for e in leader_changes:
+        if tp_of(e) == tp and ts is not None and e.ts < ts and isinstance(e.detail.get("leader"), int):
+            if last is None or e.ts >= last.ts:
+                last = e
+    return last.detail["leader"] if last is not None else None
+
+
 def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """move_seconds: how long until a moved partition is served by its new owner.
 
@@ -56,9 +66,11 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
       write we know the new owner served;
     * ``move_seconds = first_ack_ts - request_ts``.
 
+    A move that keeps its leader (``move_complete.new_leader`` is the leader before the request)
+    has no leader change: its ``move_complete`` stands in for it (``leader_kept``).
     "unknown" for a partition without such a leader_change or without such an ack; a partition
-    whose move a later action replaced (``move_superseded``) has no time of its own and does not
-    make its action unknown. An action's
+    whose move a later action replaced (``move_superseded``), or whose target is the replica list
+    it already has (``no_op``), has no time of its own and does not make its action unknown. An action's
     move_seconds is the max over its partitions. valid: False if ``checks.max_move_seconds`` is set
     and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
     sum the ``move_phase`` events (seconds, bytes) by phase name.
@@ -88,23 +100,36 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
                            reason=f"superseded by action {superseded[(a.action_id, tp)]}")
                 per_action.append(rec)
                 continue
+            if a.sources.get(tp) and a.sources.get(tp) == a.targets.get(tp):  # asked for what it already had
+                rec.update(move_seconds="unknown", no_op=True, reason="nothing to move: the target is its replica list")
+                per_action.append(rec)
+                continue
             mc, new_leader, lc = move_markers(a, tp, completes, leader_changes)
             if mc is not None:
                 rec["move_complete_ts"] = float(mc.detail.get("ts", mc.ts))
             rec["new_leader"] = lc.detail["leader"] if lc is not None else new_leader
-            if lc is None:
+            served_ts = lc.ts if lc is not None else None
+            if (mc is not None and new_leader is not None and new_leader == _leader_at(leader_changes, tp, a.start)
+                    and (lc is None or lc.ts > rec["move_complete_ts"])):
+                # The move kept its leader (replicas added and removed behind it): its completion is
+                # when the new placement serves, as a leader change is for a move that changes it (a
+                # leader change after the completion is another action's, not this move's).
+                served_ts = rec["move_complete_ts"]
+                rec["leader_kept"] = True
+                rec["new_leader"] = new_leader
+            if served_ts is None:
                 rec.update(move_seconds="unknown", reason="no leader_change to the new leader")
             else:
-                rec["leader_change_ts"] = lc.ts
+                rec["leader_change_ts"] = served_ts
                 ack, ts = v.acks_of(*tp)
-                cond = (ts >= a.start) & (ack >= lc.ts)
+                cond = (ts >= a.start) & (ack >= served_ts)
                 if not cond.any():
                     rec.update(move_seconds="unknown", reason="no ack after the leader change")
                 else:
                     first_ack = float(ack[np.argmax(cond)])  # acks are sorted: first hit = earliest
                     rec.update(first_ack_ts=first_ack, move_seconds=first_ack - a.start)
             per_action.append(rec)
-        measured = [r for r in per_action if "superseded_by" not in r]
+        measured = [r for r in per_action if "superseded_by" not in r and not r.get("no_op")]
         known = [r["move_seconds"] for r in measured if r["move_seconds"] != "unknown"]
         unknown = len(known) < len(measured) or not per_action
         secs: Any = "unknown" if unknown else (max(known) if known else None)

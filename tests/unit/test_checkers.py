@@ -268,6 +268,25 @@ def test_a_move_a_later_action_replaced_has_no_time_and_leaves_its_action_known(
     assert result["actions"][0]["move_seconds"] is None
 
 
+def test_a_move_that_keeps_its_leader_is_timed_to_its_completion_and_a_no_op_is_not_timed():
+    """Replicas added and removed behind a leader that stays: no leader change, the reassignment's
+    completion is when the new placement serves (a later leader change, e.g. a fault's, is not
+    this move's); a move to the replica list it already has has nothing to time."""
+    rows = move_rows(with_leader_change=False) + [
+        event_row("leader_change", T0 - 5.0, {"topic": "t", "partition": 0, "leader": 2}),  # the leader before
+        event_row("move_complete", T0 + 12.0, {"topic": "t", "partition": 0, "new_leader": 2, "action_id": 0,
+                                               "ts": T0 + 12.0}),
+        event_row("leader_change", T0 + 18.0, {"topic": "t", "partition": 0, "leader": 2})]  # later, not the move's
+    (move,) = check_move_seconds(to_table(rows))["moves"]
+    assert move["leader_kept"] is True and move["leader_change_ts"] == T0 + 12.0
+    assert move["move_seconds"] == pytest.approx(3.375)  # the first ack at or after 12 (the blocked 13.375)
+    noop = [r for r in move_rows(with_leader_change=False) if r.get("event") != "action_start"] + [
+        event_row("action_start", T0 + 10.0, {"action": "reassign", "action_id": 0, "partitions": [
+            {"topic": "t", "partition": 0, "from": [2], "to": [2]}]})]
+    result = check_move_seconds(to_table(noop))
+    assert result["valid"] is True and result["moves"][0]["no_op"] is True
+
+
 def test_move_seconds_limit_from_scenario():
     table = to_table(move_rows())
     strict = parse_scenario({**SCENARIO, "checks": {"max_move_seconds": 3}})
