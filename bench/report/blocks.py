@@ -324,6 +324,35 @@ def collect_soak(sources: list[Path]) -> dict[str, Any]:
     return {"kind": "soak", "sources": [_shown(p) for p in sources], "runs": runs}
 
 
+CHAOS_PREFIX = "chaos-"  # bench/scenario/chaos.py names its scenarios chaos-<system>-seed<N>
+CHAOS_COUNTS = ("lost", "duplicated", "corrupted", "reordered", "lost_prefill")
+
+
+def collect_chaos(found: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """The ``chaos`` extract: per randomized-schedule run its schedule (actions by kind, from its
+    scenario.yaml), what was acked and every safety count, and its verdict with what kept it from
+    a pass."""
+    import yaml
+
+    runs = []
+    for d, s in found:
+        sc = yaml.safe_load((d / "scenario.yaml").read_text()) or {}
+        kinds: dict[str, int] = {}
+        for a in sc.get("actions") or []:
+            kinds[a.get("kind")] = kinds.get(a.get("kind"), 0) + 1
+        checks = s.get("checks") or {}
+        runs.append({
+            "run_id": s.get("run_id"), "scenario": s.get("scenario"), "system": s.get("system"),
+            "seed": int(str(s.get("scenario")).rsplit("seed", 1)[-1]) if "seed" in str(s.get("scenario")) else None,
+            "minutes": round(float((sc.get("workload") or {}).get("duration_s") or 0) / 60, 2),
+            "actions": dict(sorted(kinds.items(), key=lambda kv: (-kv[1], str(kv[0])))),
+            "acked": (s.get("producer") or {}).get("acked"), **safety_counts(checks, CHAOS_COUNTS),
+            "verdict": run_verdict(s), "problems": list(s.get("problems") or []),
+            "unknown_checks": list(checks.get("unknown") or []), "provenance": provenance_facts(s)})
+    runs.sort(key=lambda r: (str(r["system"]), r["seed"] or 0))
+    return {"kind": "chaos", "sources": [], "runs": runs}
+
+
 def derive(sources: list[Path], extra: list[str] | None = None) -> tuple[dict[str, Any], list[Path]]:
     """(the extract of ``sources``, the run directories it read): a model extract of an
     aggregate's model.json, a crosscheck extract of crosscheck.json files, a benchmark extract of
@@ -339,7 +368,10 @@ def derive(sources: list[Path], extra: list[str] | None = None) -> tuple[dict[st
         return collect_benchmark(sources[0], extra), []
     if soak_dirs(sources):
         return collect_soak(sources), soak_dirs(sources)
-    return collect_runs(sources), [d for d, _ in find_summaries(sources)]
+    found = find_summaries(sources)
+    if found and all(str(s.get("scenario") or "").startswith(CHAOS_PREFIX) for _, s in found):
+        return {**collect_chaos(found), "sources": [_shown(p) for p in sources]}, [d for d, _ in found]
+    return collect_runs(sources), [d for d, _ in found]
 
 
 def _text(extract: dict[str, Any]) -> str:
@@ -666,8 +698,24 @@ def render_soak(name: str, e: dict[str, Any]) -> str:
                                    f"Source: `docs/measurements/{name}.json`.")]) + "\n"
 
 
+def render_chaos(name: str, e: dict[str, Any]) -> str:
+    lines = ["| system | seed | minutes | actions | acked msgs | lost / duplicated / corrupted / reordered / "
+             "prefill lost | verdict |", "|---|---:|---:|---|---:|---|---|"]
+    for r in e["runs"]:
+        acts = ", ".join(f"{n} {k}" for k, n in r["actions"].items())
+        counts = " / ".join("?" if r[k] is None else fmt(r[k]) for k in CHAOS_COUNTS)
+        why = "; ".join([p.splitlines()[0] for p in r["problems"]]
+                        + ([f"checks without a verdict: {', '.join(r['unknown_checks'])}"] if r["unknown_checks"] else []))
+        lines.append(f"| {r['system']} | {r['seed']} | {fmt(r['minutes'])} | {acts} | {fmt(r['acked'])} | {counts} | "
+                     f"{r['verdict']}{f' ({why})' if why and r['verdict'] != 'pass' else ''} |")
+    return "\n".join(lines + ["", (f"One run per seed; each schedule replays from the run's own `scenario.yaml` "
+                                   f"(bundled): `python -m bench run <it>`. "
+                                   f"{_provenance_line([r['provenance'] for r in e['runs']], len(e['runs']))}. "
+                                   f"Source: `docs/measurements/{name}.json`.")]) + "\n"
+
+
 RENDERERS = {"runs": render_runs, "benchmark": render_benchmark, "model": render_model,
-             "crosscheck": render_crosscheck, "soak": render_soak}
+             "crosscheck": render_crosscheck, "soak": render_soak, "chaos": render_chaos}
 
 
 def render(name: str, measurements: Path = MEASUREMENTS) -> str:

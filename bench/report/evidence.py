@@ -61,7 +61,7 @@ def inputs(kind: str, sources: list[Path], run_dirs: list[Path]) -> tuple[list[P
     """(files to bundle, run directories) for an extract of ``kind`` made from ``sources``;
     ``run_dirs``: the runs a runs/crosscheck extract read (blocks.find_summaries)."""
     files: list[Path] = []
-    if kind in ("runs", "soak"):
+    if kind in ("runs", "soak", "chaos"):
         files += [s / "suite.json" for s in sources if (s / "suite.json").is_file()]
     elif kind == "model":
         files += [sources[0], sources[0].parent / "runs.csv"]

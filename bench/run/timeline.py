@@ -246,6 +246,15 @@ def _retriable(e: Any) -> bool:
     return bool(getattr(e, "retriable", False))
 
 
+def _stale_controller(e: Any) -> bool:
+    """kafka-python's admin client keeps the controller id Metadata named; once that broker is gone
+    (killed, restarted) every request to it fails with UnknownBrokerIdError, which Kafka's own
+    AdminClient would answer by asking Metadata again."""
+    from kafka.errors import NodeNotReadyError, UnknownBrokerIdError
+
+    return isinstance(e, (UnknownBrokerIdError, NodeNotReadyError))
+
+
 def _alter_reassignments(run: RunHandle, wanted: dict, deadline: float) -> dict:
     """AlterPartitionReassignments for ``wanted`` ({TopicPartition: replicas}) -> {TopicPartition:
     None or its error}; what fails with a retriable error (the whole request or a partition) is
@@ -256,7 +265,10 @@ def _alter_reassignments(run: RunHandle, wanted: dict, deadline: float) -> dict:
             with _ADMIN_LOCK:  # kafka-python's admin client is not thread-safe; watchers submit too
                 res = run.admin().alter_partition_reassignments(wanted, timeout_ms=30000)
         except Exception as e:  # noqa: BLE001 - kafka-python raises the request's own error
-            if not _retriable(e) or time.time() + REQUEST_BACKOFF_S >= deadline:
+            stale = _stale_controller(e)
+            if stale:
+                run.admin()._controller_id = None  # the next request asks Metadata for the controller
+            if not (stale or _retriable(e)) or time.time() + REQUEST_BACKOFF_S >= deadline:
                 raise
             log.info("reassignment request: %s; again in %.0f s", e, REQUEST_BACKOFF_S)
             time.sleep(REQUEST_BACKOFF_S)

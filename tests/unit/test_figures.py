@@ -357,3 +357,28 @@ def test_a_soak_extract_quotes_its_judgement_and_re_derives(tmp_path):
             "10 - 12 | 1.03 - 1.03 | pass (run: pass) |") in text
     assert fig.rederive("soak-shared", tmp_path / "m") == []
     assert "T/soak.json" in fig.evidence.read_manifest(tmp_path / "m" / "bundles" / "soak-shared")["files"]
+
+
+def test_a_chaos_extract_counts_every_safety_check_per_seed_and_says_why_a_run_is_not_a_pass(tmp_path):
+    root = tmp_path / "results"
+    for seed, lost in ((1, 0), (2, 0)):
+        s = _summary(f"chaos-replication-seed{seed}", 1.0, rep=1)
+        s["scenario"] = f"chaos-replication-seed{seed}"
+        s["checks"] = {"valid": True if seed == 1 else "unknown", "unknown": [] if seed == 1 else ["move_seconds"],
+                       **{check: {f"{n}_count": lost} for n, check in
+                          (("lost", "lost_writes"), ("duplicated", "duplicates"), ("corrupted", "corrupted"),
+                           ("reordered", "reordering"), ("lost_prefill", "lost_prefill"))}}
+        d = root / f"chaos-replication-seed{seed}" / "T"
+        _write(d, s)
+        (d / "scenario.yaml").write_text("name: c\nworkload: {duration_s: 600}\nactions:\n"
+                                         "- {kind: reassign}\n- {kind: kill_broker}\n- {kind: reassign}\n")
+    e = json.loads(fig.collect([root / "chaos-replication-seed1", root / "chaos-replication-seed2"], "chaos",
+                               tmp_path / "m").read_text())
+    assert e["kind"] == "chaos" and [r["seed"] for r in e["runs"]] == [1, 2]
+    assert e["runs"][0]["actions"] == {"reassign": 2, "kill_broker": 1}
+    text = fig.render("chaos", tmp_path / "m")
+    assert "| replication | 1 | 10.0 | 2 reassign, 1 kill_broker | 2,000 | 0 / 0 / 0 / 0 / 0 | pass |" in text
+    assert "unknown (checks without a verdict: move_seconds) |" in text
+    assert fig.rederive("chaos", tmp_path / "m") == []
+    manifest = fig.evidence.read_manifest(tmp_path / "m" / "bundles" / "chaos")
+    assert "chaos-replication-seed1/T/scenario.yaml" in manifest["files"]  # each schedule replays from the bundle

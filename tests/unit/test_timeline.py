@@ -92,7 +92,7 @@ class FakeAdmin:
 def test_a_move_request_is_sent_again_while_the_controller_restarts(monkeypatch):
     """A retriable error (RequestTimedOut: the controller unreachable) is retried, as Kafka's
     AdminClient does, and the move goes on; a non-retriable one fails at once."""
-    from kafka.errors import PolicyViolationError, RequestTimedOutError
+    from kafka.errors import PolicyViolationError, RequestTimedOutError, UnknownBrokerIdError
     from kafka.structs import TopicPartition
 
     from bench.run import timeline
@@ -104,6 +104,10 @@ def test_a_move_request_is_sent_again_while_the_controller_restarts(monkeypatch)
     tp = TopicPartition("a", 0)
     assert timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5) == {tp: None}
     assert admin.calls == 4
+    admin = FakeAdmin(2, UnknownBrokerIdError(1))  # the controller it knew is gone: ask Metadata again
+    admin._controller_id = 1
+    assert timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5) == {tp: None}
+    assert admin.calls == 3 and admin._controller_id is None
     admin = FakeAdmin(1, PolicyViolationError("no"))
     with pytest.raises(PolicyViolationError):
         timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5)
