@@ -364,8 +364,11 @@ class Run:
         st.phase = "verify"
         self._notify()
         tps = sc.partitions()
-        # Bounded; the whole partition is read back, so the bound grows with the prefill.
-        timeout = (120.0 + sum(sc.prefill_bytes_of(t) for t, _ in tps) / VERIFY_MIN_BYTES_PER_S
+        # Bounded; the whole partition is read back, so the bound grows with the prefill and with
+        # what the load wrote (at its nominal rate: a 30-minute soak writes GBs).
+        load_bytes = (sc.workload.produce_rate_msgs_per_s * sc.workload.duration_s
+                      * (sc.workload.message_bytes or 0))
+        timeout = (120.0 + (sum(sc.prefill_bytes_of(t) for t, _ in tps) + load_bytes) / VERIFY_MIN_BYTES_PER_S
                    + sum(int(r.get("messages") or 0) for r in self.prefilled.values()) / VERIFY_MIN_RECORDS_PER_S)
         with self._fast_links(settle=False):  # the cluster stops after it
             res = verify(self.cluster.bootstrap, tps, self.history.extend, timeout_s=timeout,
