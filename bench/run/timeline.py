@@ -243,7 +243,13 @@ _ADMIN_LOCK = threading.Lock()
 
 
 def _retriable(e: Any) -> bool:
-    return bool(getattr(e, "retriable", False))
+    """Worth sending again: Kafka's retriable errors, and REASSIGNMENT_IN_PROGRESS from a system
+    whose moves cannot be replaced mid-way (shared storage's six steps): the operator waits for the
+    partition's move to end, as Cruise Control's executor never submits a partition still moving."""
+    from kafka.errors import ReassignmentInProgressError
+
+    cls = e if isinstance(e, type) else type(e)
+    return bool(getattr(e, "retriable", False)) or issubclass(cls, ReassignmentInProgressError)
 
 
 def _stale_controller(e: Any) -> bool:

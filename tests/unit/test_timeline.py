@@ -108,6 +108,15 @@ def test_a_move_request_is_sent_again_while_the_controller_restarts(monkeypatch)
     admin._controller_id = 1
     assert timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5) == {tp: None}
     assert admin.calls == 3 and admin._controller_id is None
+    from kafka.errors import ReassignmentInProgressError
+
+    class Busy(FakeAdmin):  # a partition still moving on a system that cannot replace its move
+        def alter_partition_reassignments(self, wanted, timeout_ms):
+            self.calls += 1
+            return {tp: (ReassignmentInProgressError if self.calls <= 2 else None) for tp in wanted}
+
+    admin = Busy(0, None)
+    assert timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5) == {tp: None} and admin.calls == 3
     admin = FakeAdmin(1, PolicyViolationError("no"))
     with pytest.raises(PolicyViolationError):
         timeline._alter_reassignments(run, {tp: [2]}, time.time() + 5)
