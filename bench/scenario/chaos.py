@@ -12,7 +12,8 @@ episodes at exponentially distributed gaps (mean ``MEAN_GAP_S``) from ``START_S`
 - a fault with its recovery ``FAULT_S`` later: every fault kind of the registry that applies to
   the system (kill -9 and restart of a broker, SIGSTOP/SIGCONT, kill and restart of the
   controller, the object store stopped and started where there is one, a broker isolated on the
-  emulated network and healed), one fault at a time; moves may overlap it.
+  emulated network and healed), one fault at a time; moves may overlap it, but never target the
+  broker it has out (a drain then names its targets without it).
 
 Every drawn action is checked with the scenario validator (bench/scenario/actions: the cluster as
 the timeline leaves it: dead, paused, isolated brokers, placement) before it is kept; one it
@@ -73,17 +74,24 @@ def _valid(doc: dict[str, Any]) -> bool:
         return False
 
 
-def _draw_episode(rng: random.Random, kind: str, at: float, rf: int, faults: list[str]) -> list[dict[str, Any]]:
+def _draw_episode(rng: random.Random, kind: str, at: float, rf: int, faults: list[str],
+                  down: int | None = None) -> list[dict[str, Any]]:
+    """One episode at ``at``; ``down``: the broker a fault has out now, never a move's target (as an
+    operator's tool, e.g. Cruise Control, excludes dead brokers as destinations; the shared system
+    refuses them)."""
     brokers = list(range(1, BROKERS + 1))
+    targets = [b for b in brokers if b != down]
     if kind == "move":
         return [{"at_s": at, "kind": "reassign", "topic": TOPIC, "partition": rng.randrange(PARTITIONS),
-                 "to": sorted(rng.sample(brokers, rf))}]
+                 "to": sorted(rng.sample(targets, rf))}]
     if kind == "concurrent":
         parts = rng.sample(range(PARTITIONS), rng.choice((2, 3)))
         return [{"at_s": at, "kind": "move_set",
-                 "partitions": [{"topic": TOPIC, "partition": q, "to": sorted(rng.sample(brokers, rf))} for q in parts]}]
+                 "partitions": [{"topic": TOPIC, "partition": q, "to": sorted(rng.sample(targets, rf))} for q in parts]}]
     if kind == "drain":
-        return [{"at_s": at, "kind": "drain_broker", "broker": rng.choice(brokers)}]
+        broker = rng.choice(brokers)
+        return [{"at_s": at, "kind": "drain_broker", "broker": broker,
+                 **({"to": [b for b in targets if b != broker]} if down is not None else {})}]
     fault = rng.choice(faults)
     spec = SPECS[fault]
     fields = {"broker": rng.choice(brokers)} if "broker" in spec.required else {}
@@ -102,7 +110,7 @@ def draw(system: str, seed: int, minutes: float) -> dict[str, Any]:
     faults = fault_kinds(system)
     end = minutes * 60 - END_MARGIN_S
     kinds, weights = zip(*EPISODES)
-    t, fault_until = START_S, 0.0
+    t, fault_until, down = START_S, 0.0, None
     while True:
         t = round(t + min(40.0, max(3.0, rng.expovariate(1 / MEAN_GAP_S))), 1)
         if t >= end:
@@ -111,14 +119,14 @@ def draw(system: str, seed: int, minutes: float) -> dict[str, Any]:
             kind = rng.choices(kinds, weights)[0]
             if kind == "fault" and (t < fault_until or not faults):
                 continue  # one fault at a time
-            new = _draw_episode(rng, kind, t, rf, faults)
+            new = _draw_episode(rng, kind, t, rf, faults, down if t < fault_until else None)
             if new[-1]["at_s"] > end:
                 continue
             trial = {**doc, "actions": sorted(doc["actions"] + new, key=lambda a: a["at_s"])}
             if _valid(trial):
                 doc = trial
                 if kind == "fault":
-                    fault_until = new[-1]["at_s"] + 2.0
+                    fault_until, down = new[-1]["at_s"] + 2.0, new[0].get("broker")
                 break
     if not doc["actions"]:
         raise ScenarioError(f"seed {seed}: no action fits {minutes:g} min")

@@ -37,6 +37,12 @@ def test_faults_apply_to_the_system_and_each_is_healed_before_the_next(system):
             elif open_fault and a["kind"] == FAULT_RECOVERY[open_fault["kind"]]:
                 assert a.get("broker") == open_fault.get("broker")
                 open_fault = None
+            elif open_fault and open_fault.get("broker"):  # a move while a broker is out never targets it
+                out = open_fault["broker"]
+                targets = [a.get("to")] + [m["to"] for m in a.get("partitions") or []]
+                assert all(out not in (t or []) for t in targets), (seed, a)
+                if a["kind"] == "drain_broker":
+                    assert a.get("to") and out not in a["to"], (seed, a)
         assert open_fault is None
     assert {"reassign", "move_set", "drain_broker"} <= seen and seen & set(kinds)
 
