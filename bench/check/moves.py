@@ -69,8 +69,8 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
     A move that keeps its leader (``move_complete.new_leader`` is the leader before the request)
     has no leader change: its ``move_complete`` stands in for it (``leader_kept``).
     "unknown" for a partition without such a leader_change or without such an ack; a partition
-    whose move a later action replaced (``move_superseded``), or whose target is the replica list
-    it already has (``no_op``), has no time of its own and does not make its action unknown. An action's
+    whose move a later action replaced (``move_superseded``), or whose target is the replicas it
+    already has, in any order (``no_op``), has no time of its own and does not make its action unknown. An action's
     move_seconds is the max over its partitions. valid: False if ``checks.max_move_seconds`` is set
     and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
     sum the ``move_phase`` events (seconds, bytes) by phase name.
@@ -100,8 +100,9 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
                            reason=f"superseded by action {superseded[(a.action_id, tp)]}")
                 per_action.append(rec)
                 continue
-            if a.sources.get(tp) and a.sources.get(tp) == a.targets.get(tp):  # asked for what it already had
-                rec.update(move_seconds="unknown", no_op=True, reason="nothing to move: the target is its replica list")
+            if a.sources.get(tp) and sorted(a.sources[tp]) == sorted(a.targets.get(tp) or []):
+                # asked for the replicas it already had (in any order: only the preferred leader changes)
+                rec.update(move_seconds="unknown", no_op=True, reason="nothing to move: the target holds its replicas")
                 per_action.append(rec)
                 continue
             mc, new_leader, lc = move_markers(a, tp, completes, leader_changes)

@@ -282,7 +282,7 @@ def test_a_move_that_keeps_its_leader_is_timed_to_its_completion_and_a_no_op_is_
     assert move["move_seconds"] == pytest.approx(3.375)  # the first ack at or after 12 (the blocked 13.375)
     noop = [r for r in move_rows(with_leader_change=False) if r.get("event") != "action_start"] + [
         event_row("action_start", T0 + 10.0, {"action": "reassign", "action_id": 0, "partitions": [
-            {"topic": "t", "partition": 0, "from": [2], "to": [2]}]})]
+            {"topic": "t", "partition": 0, "from": [2, 3], "to": [3, 2]}]})]  # a reorder moves no data
     result = check_move_seconds(to_table(noop))
     assert result["valid"] is True and result["moves"][0]["no_op"] is True
 
