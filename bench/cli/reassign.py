@@ -545,7 +545,9 @@ def add_parser(sub) -> None:
     p.add_argument("--model", metavar="model.json",
                    help="with --estimate: the move-time model (default: results/aggregate/model.json, else the "
                         "repository's bundled one)")
-    p.add_argument("--system", choices=("replication", "tiered", "shared"),
+    from systems.registry import LAUNCHED
+
+    p.add_argument("--system", choices=LAUNCHED,
                    help="with --estimate: the system's move family (default: from the brokers' configs)")
     p.add_argument("--json", action="store_true", help="with --estimate: one JSON object instead of the table")
     p.add_argument("--additional", action="store_true", help="with --execute: add to ongoing reassignments")

@@ -282,9 +282,9 @@ def broker_configs(admin) -> dict[str, str]:
 def system_of(configs: dict[str, Any]) -> str:
     """Which system's profile a broker's configuration is (its own settings, e.g. the shared
     system's WAL in object storage, all among the broker's config keys; the profile with the most
-    such keys); a Kafka broker with remote.log.storage.system.enable=true is tiered storage; else
-    the copy system (Kafka)."""
-    from systems.registry import PROFILES
+    such keys); else the profile whose ``detected_by`` configs the broker has (a Kafka broker with
+    tiered storage on); else the first launched system, the copy system (Kafka's own way)."""
+    from systems.registry import LAUNCHED, PROFILES
 
     keys = set(configs)
     best = None
@@ -294,9 +294,10 @@ def system_of(configs: dict[str, Any]) -> str:
             best = name
     if best:
         return best
-    if str(configs.get("remote.log.storage.system.enable", "")).lower() == "true":
-        return "tiered"
-    return "replication"
+    for name, prof in PROFILES.items():
+        if prof.detected_by and all(str(configs.get(k, "")).lower() == v for k, v in prof.detected_by.items()):
+            return name
+    return LAUNCHED[0]
 
 
 def moves_copy_data(admin) -> bool:

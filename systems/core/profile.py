@@ -191,6 +191,9 @@ class SystemProfile:
     # The system's own broker/controller settings (besides systems.core.config.DEFAULTS) with
     # their defaults: `systems.core.config.check(overrides, profile)` refuses any other key.
     config_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # Broker configs by which a Kafka cluster's brokers show they move as this system (bench reassign
+    # --estimate reads them through DescribeConfigs); empty: only its own settings tell.
+    detected_by: Mapping[str, str] = field(default_factory=dict)
     # False: a cluster someone else runs, reached at a bootstrap address (backend and
     # controller_extension unused); the harness never starts, stops or reconfigures its processes.
     launched: bool = True

@@ -121,6 +121,7 @@ PROFILE = SystemProfile(
     ),
     object_store=shared.OBJECT_STORE,
     config_defaults=DEFAULTS,
+    detected_by={"remote.log.storage.system.enable": "true"},  # Kafka with KIP-405 on
     scenario_settings=SCENARIO_SETTINGS,
     check_settings=check_settings,
     # Kafka runs its remote log manager every 30 s; here every 1 s (systems/tiered/settings.py), so

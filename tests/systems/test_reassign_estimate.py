@@ -14,7 +14,7 @@ from kafka.admin import NewTopic
 
 from bench.run.load import prefill
 from tests.support.clients import admin, create_topics, idempotent_producer
-from tests.unit.test_estimate import _model_json
+from tests.unit.test_estimate import model_json
 
 MiB = 1024 * 1024
 
@@ -55,7 +55,7 @@ def test_estimate_reads_the_cluster_and_a_move_it_calls_not_gaining_does_not_fin
     prefill(c.bootstrap, [("big", 0)], 8 * MiB)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "big", "partition": 0, "replicas": [2]}]}))
-    model = _model_json(tmp_path, eff=1.0, fixed=0.2)
+    model = model_json(tmp_path, eff=1.0, fixed=0.2)
 
     r = _reassign(c, plan, "--estimate", "--json", "--throttle", "4000000", "--model", str(model), "--window", "1")
     assert r.returncode == 0, r.stdout + r.stderr

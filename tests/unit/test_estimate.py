@@ -11,7 +11,7 @@ from bench.analysis import estimate as est
 MB = 1e6
 
 
-def _model_json(tmp_path, *, validated=True, family="copy", system="replication", fixed=0.2, eff=1.0,
+def model_json(tmp_path, *, validated=True, family="copy", system="replication", fixed=0.2, eff=1.0,
                 impact=True):
     d = tmp_path / "agg"
     d.mkdir(exist_ok=True)
@@ -37,7 +37,7 @@ def _facts(ingest=0.0, size=32 * MB, target=(1, 2, 4)):
 
 
 def test_a_copy_move_is_its_bytes_over_the_throttle_with_the_held_out_band(tmp_path):
-    src = est.load_model("replication", _model_json(tmp_path))
+    src = est.load_model("replication", model_json(tmp_path))
     assert src.validated and src.band_pct == 4.0
     e = est.estimate([_facts(ingest=1 * MB)], src, est.Caps({1: 8 * MB, 4: 8 * MB}))
     (p,) = e["partitions"]
@@ -52,7 +52,7 @@ def test_a_copy_move_is_its_bytes_over_the_throttle_with_the_held_out_band(tmp_p
 
 
 def test_ingest_at_or_above_what_the_copy_achieves_cannot_finish(tmp_path):
-    src = est.load_model("replication", _model_json(tmp_path, eff=0.9))
+    src = est.load_model("replication", model_json(tmp_path, eff=0.9))
     e = est.estimate([_facts(ingest=1.5 * MB), _facts(ingest=0.1 * MB, target=(1, 2, 3))],
                      src, est.Caps({1: 1.6 * MB}))
     bad, reorder = e["partitions"]
@@ -63,7 +63,7 @@ def test_ingest_at_or_above_what_the_copy_achieves_cannot_finish(tmp_path):
 
 
 def test_moves_sharing_a_broker_share_its_throttle_and_concurrency_serialises_them(tmp_path):
-    src = est.load_model("replication", _model_json(tmp_path))
+    src = est.load_model("replication", model_json(tmp_path))
     facts = [est.PartitionFacts("t", i, [1], [2], 1, 10 * MB, 0.0) for i in range(4)]
     caps = est.Caps({1: 10 * MB, 2: 10 * MB})
     at_once = est.estimate(facts, src, caps)["total_seconds"]
@@ -73,7 +73,7 @@ def test_moves_sharing_a_broker_share_its_throttle_and_concurrency_serialises_th
 
 
 def test_a_handover_spans_an_empty_tail_to_a_full_one(tmp_path):
-    src = est.load_model("shared", _model_json(tmp_path, family="handover", system="shared", eff=0.5))
+    src = est.load_model("shared", model_json(tmp_path, family="handover", system="shared", eff=0.5))
     with pytest.raises(est.EstimateError, match="WAL settings"):
         est.estimate([_facts()], src, est.Caps(link_bytes_per_s=125 * MB))
     ho = est.Handover(upload_threshold_bytes=32 * 2**20, upload_interval_s=10)
@@ -87,7 +87,7 @@ def test_a_handover_spans_an_empty_tail_to_a_full_one(tmp_path):
 
 
 def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(tmp_path):
-    src = est.load_model("replication", _model_json(tmp_path, validated=False, impact=False))
+    src = est.load_model("replication", model_json(tmp_path, validated=False, impact=False))
     assert not src.validated and src.band_pct == 15.0 and "size check" in src.why_not_validated
     with pytest.raises(est.EstimateError, match="--throttle .* or --link"):
         est.estimate([_facts()], src, est.Caps())
