@@ -334,8 +334,8 @@ def _broker_rates(admin, brokers: set[int]) -> dict[int, float]:
 
 def partition_facts(admin, plan: list[dict], sample_s: float) -> list[est.PartitionFacts]:
     """What the estimate needs of each planned partition, through the protocol only: its replicas
-    and leader (Metadata), the leader's log size (DescribeLogDirs) and its ingest (two ListOffsets
-    ``sample_s`` apart, times the log's bytes per offset)."""
+    and leader (Metadata), the leader's log size (DescribeLogDirs) and its ingest (the log's growth
+    over ``sample_s``: DescribeLogDirs twice, ListOffsets as the fallback)."""
     from kafka.admin import OffsetSpec
 
     from bench.analysis import estimate as est
@@ -353,6 +353,7 @@ def partition_facts(admin, plan: list[dict], sample_s: float) -> list[est.Partit
     first, t0 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
     time.sleep(max(sample_s, 0.0))
     second, t1 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
+    sizes2, _ = mp.describe_log_dirs(admin, led, topics)
     out = []
     for p in plan:
         tp = (p["topic"], p["partition"])
@@ -360,9 +361,15 @@ def partition_facts(admin, plan: list[dict], sample_s: float) -> list[est.Partit
         if leader < 0:
             raise PlanError(f"{tp[0]}-{tp[1]} has no leader now: nothing to estimate its move from")
         size = float(sizes.get(f"{tp[0]}-{tp[1]}", {}).get(str(leader), 0))
+        size2 = float(sizes2.get(f"{tp[0]}-{tp[1]}", {}).get(str(leader), 0))
         (start, end), (_, end2) = first.get(tp, (0, 0)), second.get(tp, (0, 0))
+        # The log's growth over the window is the ingest in bytes; where retention deleted a segment
+        # meanwhile, the new offsets times the log's mean bytes per offset (records of mixed sizes
+        # make that mean wrong, so it is only the fallback).
         per_offset = size / (end - start) if end > start else 0.0
-        ingest = max(0.0, (end2 - end) / (t1 - t0) * per_offset) if t1 > t0 else 0.0
+        dt = t1 - t0
+        ingest = (size2 - size) / dt if dt > 0 and size2 >= size else (
+            max(0.0, (end2 - end) / dt * per_offset) if dt > 0 else 0.0)
         out.append(est.PartitionFacts(tp[0], tp[1], current[tp], list(p["replicas"]), leader, size, ingest))
     return out
 
