@@ -29,6 +29,7 @@ import collections
 import json
 import logging
 import time
+import weakref
 
 from systems.core import errors, records
 from systems.core.broker import Backend
@@ -267,6 +268,10 @@ class SharedBackend(Backend):
         self.stats = {"uploads": 0, "upload_bytes": 0, "forced_uploads": 0, "forced_upload_bytes": 0, "ref_bytes": 0,
                       "wal_trimmed": 0, "moves_out": 0, "opens": 0}
         self._seen_epoch = -1
+        # Every partition object still in memory, hosted or not (a moved-away one lives until its
+        # close ends): what the memory report counts.
+        self._alive: weakref.WeakSet[SharedPartition] = weakref.WeakSet()
+        self._memory_at = 0.0
 
     @property
     def prefix(self) -> str:
@@ -294,23 +299,42 @@ class SharedBackend(Backend):
         self.store.close()
 
     def open_partition(self, info: PartitionInfo) -> SharedPartition:
-        return SharedPartition(self, info)
+        p = SharedPartition(self, info)
+        self._alive.add(p)
+        return p
 
     def remove_partition(self, part, deleted: bool) -> None:
         if deleted:
             part.state = CLOSED
             part.delete()
             return
-        self.start_close(part, "moved")
+        if self.start_close(part, "moved") is None:  # nothing to close: nothing left to serve
+            part.store.delete()
 
     def on_metadata(self, changed) -> None:
         for _, _, rec in changed:
             self.reg.apply(rec)
         self._check_incarnation()
 
-    def metrics(self) -> dict:
-        return {**self.stats, "wal_pending_bytes": self.wal.pending_bytes, "wal_objects": len(self.wal_objects),
-                "cache_bytes": self.cache_total, "objstore": self.store.stats()}
+    def memory(self) -> dict:
+        """What the broker holds in memory by purpose, in bytes and counts (the soak compares it
+        with the process's RSS): the log cache (the tail, bounded by log.cache.bytes), the read
+        blocks of cold reads, the WAL's buffer, and the object counts that grow with history."""
+        alive = list(self._alive)
+        return {"log_cache_bytes": sum(p.store.cache_bytes for p in alive),
+                "block_cache_bytes": sum(p.store._block_bytes for p in alive),
+                "wal_buffer_bytes": self.wal.pending_bytes,
+                "partitions_hosted": len(self.parts), "partitions_in_memory": len(alive),
+                "partition_ranges": sum(len(p.store.ranges) for p in alive),
+                "cache_entries": sum(len(p.store.c_data) for p in alive),
+                "registry_ranges": sum(len(s.ranges) for s in self.reg.streams.values()),
+                "wal_objects": len(self.wal_objects)}
+
+    def report_memory(self, every_s: float = 10.0) -> None:
+        now = time.monotonic()
+        if now - self._memory_at >= every_s:
+            self._memory_at = now
+            self.broker.events.emit("shared_memory", **self.memory())
 
     # -- lease ---------------------------------------------------------------------------
     def lease_valid(self) -> bool:
@@ -490,13 +514,20 @@ class SharedBackend(Backend):
         self.broker.events.emit("shared_partition_closing", topic=p.topic, partition=p.index, reason=why,
                                 end_offset=p.store.leo)
         p.close_task = asyncio.get_running_loop().create_task(self._close(p, prev, why, elect))
-        p.close_task.add_done_callback(lambda _t: self._reopen_if_led(p))
+        p.close_task.add_done_callback(lambda _t: self._after_close(p))
         return p.close_task
 
-    def _reopen_if_led(self, p: SharedPartition) -> None:
-        """After a close: leadership that came back meanwhile (a newer epoch) opens it afresh."""
+    def _after_close(self, p: SharedPartition) -> None:
+        """After a close: leadership that came back meanwhile (a newer epoch) opens it afresh; a
+        partition this broker no longer hosts gives its memory back now (its cache would otherwise
+        live until the garbage collector finds the partition's reference cycles, outside the
+        cache budget, which counts hosted partitions only)."""
         if self.broker.partitions.get((p.topic, p.index)) is p:
             p.on_metadata(p.info)
+        else:
+            p.store.delete()
+            self.cache_total = sum(q.store.cache_bytes for q in self.parts)
+            self.report_memory(every_s=0)  # what the broker holds once the partition has left
 
     async def _close(self, p: SharedPartition, prev: str, why: str, elect: bool) -> None:
         t0 = time.monotonic()
@@ -732,6 +763,7 @@ class SharedBackend(Backend):
                 pass
             self._upload_wake.clear()
             self.wal.report()
+            self.report_memory()
             try:
                 n = self.unuploaded_bytes()
                 due = time.monotonic() - self._last_upload >= self.settings.upload_interval_s
