@@ -38,11 +38,18 @@ from typing import Any
 from bench.analysis.model import MoveModel
 from bench.analysis.model.budget import WIRE_PAYLOAD_SHARE
 from bench.analysis.rebalance import SimMove, simulate
+from bench.run import move_progress as mp
+from bench.run.move_estimate import LogSample
 
 # Where a model is looked for when none is named: a local aggregate, then the repository's bundled
 # one (the models of the last stored `make bench`, docs/measured.md).
-MODEL_PATHS = (Path("results/aggregate/model.json"),
-               Path("docs/measurements/bundles/models/files/aggregate/model.json"))
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_PATHS = (ROOT / "results/aggregate/model.json",
+               ROOT / "docs/measurements/bundles/models/files/aggregate/model.json")
+
+
+THROTTLE_KEY = "leader.replication.throttled.rate"
+NO_THROTTLE = 2**63 - 1  # Kafka's "no throttle" is Long.MAX_VALUE
 
 
 class EstimateError(Exception):
@@ -91,10 +98,10 @@ class ModelSource:
                 f"cluster); {how}, so +/-{self.band_pct:.0f} %")
 
 
-def load_model(system: str, path: str | Path | None = None) -> ModelSource:
-    """The model of ``system`` from ``path`` (a model.json), else from the first of
-    :data:`MODEL_PATHS` that has one."""
-    tried = [Path(path)] if path else list(MODEL_PATHS)
+def load_model(system: str, path: str | Path | None = None, search: tuple[Path, ...] | None = None) -> ModelSource:
+    """The model of ``system`` from ``path`` (a model.json), else from the first of ``search``
+    (default :data:`MODEL_PATHS`) that has one."""
+    tried = [Path(path)] if path else list(search or MODEL_PATHS)
     for p in tried:
         if not p.is_file():
             continue
@@ -262,6 +269,88 @@ def _total(rows: list[dict[str, Any]], sims: list[SimMove], caps: Caps, m: MoveM
     cap = {b: m.efficiency * (caps.of(b) or math.inf) for b in brokers}
     res = simulate(sims, cap, cap if copies else None, concurrency, sharing="fifo")
     return max(res.seconds, longest) if math.isfinite(res.seconds) else None
+
+
+def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list[PartitionFacts]:
+    """Each planned move's facts: replicas and leader now (``second``), the leader's log size and its
+    growth per second between the samples (the ingest; 0 where the log shrank: retention deleted a
+    segment meanwhile, or the leader changed)."""
+    out = []
+    dt = second.ts - first.ts
+    for p in plan:
+        tp = (p["topic"], p["partition"])
+        if tp not in second.replicas:
+            raise EstimateError(f"{tp[0]}-{tp[1]}: the cluster has no such partition")
+        leader = second.leaders.get(tp, -1)
+        if leader < 0:
+            raise EstimateError(f"{tp[0]}-{tp[1]} has no leader now: nothing to estimate its move from")
+        size = float(second.sizes.get(tp, {}).get(leader, 0))
+        before = first.sizes.get(tp, {}).get(leader) if first.leaders.get(tp) == leader else None
+        ingest = max(0.0, (size - before) / dt) if before is not None and dt > 0 else 0.0
+        out.append(PartitionFacts(tp[0], tp[1], list(second.replicas[tp]), list(p["replicas"]), leader, size, ingest))
+    return out
+
+
+def broker_rates(admin, brokers: set[int]) -> dict[int, float]:
+    """Each broker's leader.replication.throttled.rate (dynamic config), where set."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import KafkaError
+
+    out: dict[int, float] = {}
+    for b in sorted(brokers):
+        try:
+            res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))], config_filter="all")
+            v = mp.config_value(res.get("broker", {}).get(str(b), {}).get(THROTTLE_KEY))
+        except KafkaError:
+            continue
+        if v not in (None, "") and float(v) < NO_THROTTLE:
+            out[b] = float(v)
+    return out
+
+
+def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSample, *, throttle: float | None = None,
+                     link_bytes_per_s: float | None = None, concurrency: int | None = None,
+                     model: str | Path | None = None, system: str | None = None,
+                     search: tuple[Path, ...] | None = None, source=None) -> dict[str, Any]:
+    """The estimate of ``plan`` from two samples: the system from the brokers' configs unless named,
+    the throttle each broker has unless one is given (what --execute would set), the model from
+    ``model`` or the first of ``search`` that has one (default :data:`MODEL_PATHS`),
+    or ``source``, one loaded before (a ModelSource of the system). Raises EstimateError when no
+    estimate can be made."""
+    facts = facts_between(plan, first, second)
+    configs = mp.broker_configs(admin)
+    name = system or mp.system_of(configs)
+    src = source if source is not None and source.system == name else load_model(name, model, search)
+    brokers = {b for f in facts for b in (*f.replicas, *f.target)}
+    rates = {b: float(throttle) for b in brokers} if throttle else broker_rates(admin, brokers)
+    handover = None
+    if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
+        handover = Handover(float(configs["wal.upload.threshold.bytes"]),
+                                float(configs.get("wal.upload.interval.ms") or 0) / 1000)
+    e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover)
+    e["detected_system"] = system is None
+    e["sample_seconds"] = round(second.ts - first.ts, 3)
+    return e
+
+
+
+
+class RunModels:
+    """A run's estimates (bench/run/move_estimate.py RunEstimator calls it before each move): the
+    model of the run's system from the first of ``search`` (the run's results' aggregate: runs
+    stored before this one, never its own), then :data:`MODEL_PATHS`, read once per system."""
+
+    def __init__(self, search: tuple[Path, ...] = ()) -> None:
+        self.search = tuple(dict.fromkeys((*search, *MODEL_PATHS)))
+        self._sources: dict[str, ModelSource] = {}
+
+    def __call__(self, admin, plan: list[dict], first: LogSample, second: LogSample, *, system: str | None,
+                 link_bytes_per_s: float | None, concurrency: int | None) -> dict[str, Any]:
+        name = system or mp.system_of(mp.broker_configs(admin))  # an external cluster: from its configs
+        if name not in self._sources:
+            self._sources[name] = load_model(name, None, self.search)
+        return cluster_estimate(admin, plan, first, second, link_bytes_per_s=link_bytes_per_s,
+                                concurrency=concurrency, system=name, source=self._sources[name])
 
 
 def render(e: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from bench.history.names import (
     EVENT_LEADER_CHANGE,
     EVENT_LINK_SAMPLE,
     EVENT_MOVE_COMPLETE,
+    EVENT_MOVE_ESTIMATE,
     EVENT_MOVE_PHASE,
     EVENT_MOVE_SUPERSEDED,
     FIELD_BYTES_TO_COPY,
@@ -50,6 +51,57 @@ def _leader_at(leader_changes: list, tp: tuple[str, int], ts: float | None) -> A
     return last.detail["leader"] if last is not None else None
 
 
+# What a move's record carries of the estimate made before it (summary moves, aggregate rows).
+ESTIMATE_FIELDS = ("estimate_seconds", "estimate_seconds_low", "estimate_seconds_high", "estimate_feasible",
+                   "estimate_action_seconds", "estimate_model", "estimate_model_commit", "estimate_error_pct",
+                   "estimate_error")
+
+
+def _estimates(v: HistoryView) -> dict[tuple[Any, tuple[str, int]], dict[str, Any]]:
+    """The estimate made before each move (``move_estimate``), per (action, partition); the
+    action's total beside each partition's own, or the reason there is none."""
+    out: dict[tuple[Any, tuple[str, int]], dict[str, Any]] = {}
+    for e in v.events_named(EVENT_MOVE_ESTIMATE):
+        d = e.detail
+        aid = hashable(e.action_id)
+        if d.get("error"):
+            out[(aid, None)] = {"estimate_error": d["error"]}
+            continue
+        for r in d.get("partitions") or []:
+            out[(aid, (r["topic"], int(r["partition"])))] = {
+                "estimate_seconds": r.get("seconds"), "estimate_seconds_low": r.get("seconds_low"),
+                "estimate_seconds_high": r.get("seconds_high"), "estimate_feasible": r.get("feasible"),
+                "estimate_action_seconds": d.get("total_seconds"),
+                "estimate_model": (d.get("model") or {}).get("source"),
+                "estimate_model_commit": (d.get("model") or {}).get("commit")}
+    return out
+
+
+def estimate_error_pct(estimated: Any, actual: Any) -> float | None:
+    """(estimate - actual) / actual in percent: + the estimate was long, - short; None if either is
+    missing."""
+    if not isinstance(estimated, (int, float)) or not isinstance(actual, (int, float)) or actual <= 0:
+        return None
+    return 100.0 * (estimated - actual) / actual
+
+
+def estimate_summary(moves: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the estimates before the moves compared with the moves' times: n, the median and the
+    largest absolute error, and how many fell inside the estimate's own band."""
+    errs = [m["estimate_error_pct"] for m in moves if m.get("estimate_error_pct") is not None]
+    inside = [m for m in moves if m.get("estimate_error_pct") is not None
+              and m.get("estimate_seconds_low") is not None
+              and m["estimate_seconds_low"] <= m["move_seconds"] <= m["estimate_seconds_high"]]
+    missing = sorted({m["estimate_error"] for m in moves if m.get("estimate_error")})
+    out: dict[str, Any] = {"n": len(errs), "within_band": len(inside)}
+    if errs:
+        out.update(median_error_pct=float(np.median(errs)), median_abs_error_pct=float(np.median(np.abs(errs))),
+                   max_abs_error_pct=float(np.max(np.abs(errs))))
+    if missing:
+        out["missing"] = missing
+    return out
+
+
 def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) -> dict[str, Any]:
     """move_seconds: how long until a moved partition is served by its new owner.
 
@@ -74,6 +126,10 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
     move_seconds is the max over its partitions. valid: False if ``checks.max_move_seconds`` is set
     and exceeded, else "unknown" if any partition is unknown, else True. Per-action ``phases``
     sum the ``move_phase`` events (seconds, bytes) by phase name.
+
+    Where the run estimated the move before its request (``move_estimate``), each partition's
+    record carries the estimate and ``estimate_error_pct`` against its move_seconds, and
+    ``estimates`` sums them up (:func:`estimate_summary`); they never change ``valid``.
     """
     v = as_view(history, scenario)
     limit = _limit(v.scenario, "max_move_seconds")
@@ -81,6 +137,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
     completes = v.events_named(EVENT_MOVE_COMPLETE)
     phases_ev = v.events_named(EVENT_MOVE_PHASE)
     superseded = {(hashable(e.action_id), tp_of(e)): e.detail.get("by") for e in v.events_named(EVENT_MOVE_SUPERSEDED)}
+    estimates = _estimates(v)
     moves, actions, valids = [], [], []
     for a in v.actions:
         if not _is_move(a):
@@ -129,6 +186,12 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
                 else:
                     first_ack = float(ack[np.argmax(cond)])  # acks are sorted: first hit = earliest
                     rec.update(first_ack_ts=first_ack, move_seconds=first_ack - a.start)
+            est = estimates.get((a.action_id, tp)) or estimates.get((a.action_id, None))
+            if est:
+                rec.update(est)
+                err = estimate_error_pct(rec.get("estimate_seconds"), rec["move_seconds"])
+                if err is not None:
+                    rec["estimate_error_pct"] = err
             per_action.append(rec)
         measured = [r for r in per_action if "superseded_by" not in r and not r.get("no_op")]
         known = [r["move_seconds"] for r in measured if r["move_seconds"] != "unknown"]
@@ -147,6 +210,7 @@ def check_move_seconds(history: pa.Table | HistoryView, scenario: Any = None) ->
         "max_move_seconds": max(known_all) if known_all else None,
         "actions": actions,
         "moves": moves,
+        **({"estimates": estimate_summary(moves)} if estimates else {}),
     }
 
 

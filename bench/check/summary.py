@@ -43,7 +43,11 @@ clock). Shape::
                       tx|rx: {peak_bytes_per_s, mean_bytes_per_s, peak_utilisation,
                               mean_utilisation}}}} (emulated links only, else null; the samples
                       overlapping [request_ts, request_ts + move_seconds], see
-                      bench.check.moves.move_link_fill)}],
+                      bench.check.moves.move_link_fill),
+              estimate_seconds, estimate_seconds_low, estimate_seconds_high, estimate_feasible,
+              estimate_action_seconds, estimate_model, estimate_model_commit, estimate_error_pct
+              (what the run estimated before the request, bench/run/move_estimate.py; absent when it
+              made none, estimate_error: why it could not)}],
      producer: {sent, acked, failed, info, rate_msgs_per_s, throughput_mb_per_s,
                 target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
                 load_cpu_s_per_1000_msgs (the load process's CPU s per 1,000 acked messages),
@@ -96,7 +100,7 @@ import yaml
 from bench.check import HistoryView, check_all, check_move_seconds
 from bench.check.host import run_host
 from bench.check.metrics import MOVE_METRICS, MoveRef
-from bench.check.moves import link_stats, move_link_fill, outage_of, split_bytes_moved
+from bench.check.moves import ESTIMATE_FIELDS, link_stats, move_link_fill, outage_of, split_bytes_moved
 from bench.check.outcome import run_ending_problems, run_problems, run_verdict
 from bench.check.safety import verdict_counts
 from bench.history.names import (
@@ -349,6 +353,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
             "phases": dict(sorted(phases.get((aid, tp), {}).items())),
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
+            **{k: m[k] for k in ESTIMATE_FIELDS if k in m},  # the estimate before the request, if made
         })
     return out
 

@@ -39,13 +39,14 @@ def run(args) -> int:
           f"schedule: {out}\nreplay:   python -m bench run {out}", flush=True)
     if args.draw_only:
         return 0
-    from bench.cli.runs import sigterm_as_interrupt
+    from bench.cli.runs import run_estimates, sigterm_as_interrupt
     from bench.check.safety import safety_counts
     from bench.check.summary import print_comparison
 
     sc = load_scenario(out)  # what a replay loads
     sigterm_as_interrupt()
-    results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress)
+    results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
+                                  estimates=run_estimates(args.results))
     print_comparison([(str(d), s) for d, s in results], title=sc.name)
     for _, s in results:
         c = s.get("checks") or {}

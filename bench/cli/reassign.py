@@ -29,7 +29,8 @@ import json
 import sys
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import kafka.errors as Errors
 from kafka import TopicPartition
@@ -40,9 +41,6 @@ from kafka.protocol.admin import AlterPartitionReassignmentsRequest
 from bench.run import move_progress as mp
 from bench.run.clients import BootstrapError, reach
 from bench.units import rate_bits
-
-if TYPE_CHECKING:
-    from bench.analysis import estimate as est
 
 # An unreachable or silent bootstrap is reported within 5 s of the command's start: a TCP connect to
 # every address first (a refused port or an unknown name is said at once), then the first Kafka
@@ -144,7 +142,8 @@ def _alter_configs(admin: KafkaAdminClient, resources: list[ConfigResource]) -> 
         admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
 
 
-def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: bool, out=sys.stdout) -> int:
+def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: bool, out=sys.stdout,
+            record: Path | None = None) -> int:
     admin = _admin(bootstrap)
     try:
         current = current_assignment(admin, [p["topic"] for p in plan])
@@ -176,6 +175,7 @@ def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: 
             print("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
                   "the throttle is removed.", file=out)
             print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
+        _stamp_execute(record, plan)
         results = alter_reassignments(admin, {TopicPartition(p["topic"], p["partition"]): p["replicas"] for p in plan})
         failed = {tp: err for tp, err in results.items() if err is not None}
         ok = [tp for tp in results if tp not in failed]
@@ -189,6 +189,49 @@ def execute(bootstrap: str, plan: list[dict], throttle: int | None, additional: 
         return 1 if failed else 0
     finally:
         admin.close()
+
+
+def estimate_record(plan_file: str) -> Path:
+    """Where --estimate keeps its last estimate of a plan (beside the plan file), for --execute to
+    stamp with its start and --verify to show beside the live ETA."""
+    p = Path(plan_file)
+    return p.with_name(p.name + ".estimate.json")
+
+
+def _read_record(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _stamp_execute(path: Path | None, plan: list[dict]) -> None:
+    """--execute: the time the moves started, on the plan's estimate (if one was made of this plan)."""
+    rec = _read_record(path)
+    if rec is None:
+        return
+    planned = {(p["topic"], p["partition"]): p["replicas"] for p in plan}
+    if {(r["topic"], r["partition"]): r["to"] for r in rec.get("partitions", [])} != planned:
+        return  # an estimate of another plan under this name: not this execution's
+    rec["executed_at"] = time.time()
+    path.write_text(json.dumps(rec, default=float))
+
+
+def estimate_line(rec: dict[str, Any] | None, key: tuple[str, int], now: float) -> str | None:
+    """--verify's line beside a move's progress: what --estimate said before --execute, and how long
+    the move has run since."""
+    if rec is None or "executed_at" not in rec:
+        return None
+    row = next((r for r in rec.get("partitions", []) if (r["topic"], r["partition"]) == key), None)
+    if row is None:
+        return None
+    ran = f"running {mp.fmt_eta(now - rec['executed_at'])} since --execute"
+    if row.get("seconds") is None:
+        return f"estimate before --execute: never finishes (not gaining); {ran}"
+    return (f"estimate before --execute: {row['seconds']:,.1f} s ({row['seconds_low']:,.1f}-"
+            f"{row['seconds_high']:,.1f}); {ran}")
 
 
 def _missing(topic: str, partition: int, current: dict[tuple[str, int], list[int]]) -> str:
@@ -279,9 +322,11 @@ def watch(admin, topics: set[str], interval_s: float, window_s: float, out=sys.s
         time.sleep(interval_s)
 
 
-def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3.0, watch_s: float | None = None) -> int:
+def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3.0, watch_s: float | None = None,
+           record: Path | None = None) -> int:
     """0 when every move is complete, 1 if one is still in progress or differs. Each move still in
-    progress gets a line of progress: bytes to move and done, rate over `window_s` and an ETA.
+    progress gets a line of progress: bytes to move and done, rate over `window_s` and an ETA, and
+    beside it what --estimate said before --execute (``record``, when one was made of this plan).
     `watch_s`: first refresh the progress every that many seconds until the moves are done."""
     admin = _admin(bootstrap)
     try:
@@ -289,6 +334,7 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
         if watch_s is not None:
             watch(admin, topics, watch_s, max(window_s, watch_s), out)
         progress = _progress(admin, topics, window_s)
+        estimated = _read_record(record)
         ongoing = admin.list_partition_reassignments()
         current = current_assignment(admin, [p["topic"] for p in plan])
         print("Status of partition reassignment:", file=out)
@@ -300,6 +346,8 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
                 print(f"Reassignment of partition {name} is still in progress.", file=out)
                 if key in progress:
                     print(f"  {mp.describe(progress[key])}", file=out)
+                if (line := estimate_line(estimated, key, time.time())) is not None:
+                    print(f"  {line}", file=out)
                 done = False
             elif key not in current:
                 print(f"Partition {name} does not exist.", file=out)
@@ -318,90 +366,41 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
         admin.close()
 
 
-def _broker_rates(admin, brokers: set[int]) -> dict[int, float]:
-    """Each broker's leader.replication.throttled.rate (dynamic config), where set."""
-    out: dict[int, float] = {}
-    for b in sorted(brokers):
-        try:
-            res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))], config_filter="all")
-            v = res.get("broker", {}).get(str(b), {}).get(RATE_KEYS[0])
-        except KafkaError:
-            continue
-        if v not in (None, "") and float(v) < 2**63 - 1:  # Kafka's "no throttle" is Long.MAX_VALUE
-            out[b] = float(v)
-    return out
-
-
-def partition_facts(admin, plan: list[dict], sample_s: float) -> list[est.PartitionFacts]:
-    """What the estimate needs of each planned partition, through the protocol only: its replicas
-    and leader (Metadata), the leader's log size (DescribeLogDirs) and its ingest (the log's growth
-    over ``sample_s``: DescribeLogDirs twice, ListOffsets as the fallback)."""
-    from kafka.admin import OffsetSpec
-
-    from bench.analysis import estimate as est
-
-    topics = {p["topic"] for p in plan}
-    current = current_assignment(admin, topics)
-    missing = [_missing(p["topic"], p["partition"], current) for p in plan if (p["topic"], p["partition"]) not in current]
-    if missing:
-        raise PlanError("the plan names partitions the cluster does not have: " + "; ".join(missing))
-    leaders = {(t["name"], q["partition_index"]): q.get("leader_id", -1)
-               for t in admin.describe_topics(sorted(topics)) for q in t.get("partitions", [])}
-    tps = [TopicPartition(p["topic"], p["partition"]) for p in plan]
-    led = sorted({b for b in leaders.values() if b >= 0})
-    sizes, _ = mp.describe_log_dirs(admin, led, topics)
-    first, t0 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
-    time.sleep(max(sample_s, 0.0))
-    second, t1 = mp.leader_offsets(admin, tps, OffsetSpec, 5000), time.time()
-    sizes2, _ = mp.describe_log_dirs(admin, led, topics)
-    out = []
-    for p in plan:
-        tp = (p["topic"], p["partition"])
-        leader = leaders.get(tp, -1)
-        if leader < 0:
-            raise PlanError(f"{tp[0]}-{tp[1]} has no leader now: nothing to estimate its move from")
-        size = float(sizes.get(f"{tp[0]}-{tp[1]}", {}).get(str(leader), 0))
-        size2 = float(sizes2.get(f"{tp[0]}-{tp[1]}", {}).get(str(leader), 0))
-        (start, end), (_, end2) = first.get(tp, (0, 0)), second.get(tp, (0, 0))
-        # The log's growth over the window is the ingest in bytes; where retention deleted a segment
-        # meanwhile, the new offsets times the log's mean bytes per offset (records of mixed sizes
-        # make that mean wrong, so it is only the fallback).
-        per_offset = size / (end - start) if end > start else 0.0
-        dt = t1 - t0
-        ingest = (size2 - size) / dt if dt > 0 and size2 >= size else (
-            max(0.0, (end2 - end) / dt * per_offset) if dt > 0 else 0.0)
-        out.append(est.PartitionFacts(tp[0], tp[1], current[tp], list(p["replicas"]), leader, size, ingest))
-    return out
-
-
 def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: str | None, concurrency: int | None,
-             model: str | None, system: str | None, sample_s: float, as_json: bool, out=sys.stdout) -> int:
-    """--estimate: what the plan will take, printed before anything runs (bench/analysis/estimate.py,
-    imported here: the models' numpy is not every command's start-up)."""
+             model: str | None, system: str | None, sample_s: float, as_json: bool, out=sys.stdout,
+             record: Path | None = None) -> int:
+    """--estimate: what the plan will take, printed before anything runs: the cluster's logs sampled
+    twice ``sample_s`` apart (bench/run/move_estimate.py), then the estimate
+    (bench/analysis/estimate.py): the code path a run's estimates take. Imported here: the models'
+    numpy is not every command's start-up."""
     from bench.analysis import estimate as est
+    from bench.run import move_estimate as me
 
     admin = _admin(bootstrap)
     try:
-        facts = partition_facts(admin, plan, sample_s)
-        configs = mp.broker_configs(admin)
-        name = system or mp.system_of(configs)
-        src = est.load_model(name, model)
-        brokers = {b for f in facts for b in (*f.replicas, *f.target)}
-        rates = {b: float(throttle) for b in brokers} if throttle else _broker_rates(admin, brokers)
-        caps = est.Caps(rates, rate_bits(link) / 8 if link else None)
-        handover = None
-        if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
-            handover = est.Handover(float(configs["wal.upload.threshold.bytes"]),
-                                    float(configs.get("wal.upload.interval.ms") or 0) / 1000)
-        e = est.estimate(facts, src, caps, concurrency, handover)
-        e["detected_system"] = system is None
-        e["sample_seconds"] = sample_s
+        topics = {p["topic"] for p in plan}
+        current = current_assignment(admin, topics)
+        missing = [_missing(p["topic"], p["partition"], current) for p in plan
+                   if (p["topic"], p["partition"]) not in current]
+        if missing:
+            raise PlanError("the plan names partitions the cluster does not have: " + "; ".join(missing))
+        first = me.sample_logs(admin, topics)
+        time.sleep(max(sample_s, 0.0))
+        second = me.sample_logs(admin, topics)
+        e = est.cluster_estimate(admin, plan, first, second, throttle=throttle,
+                                link_bytes_per_s=rate_bits(link) / 8 if link else None,
+                                concurrency=concurrency, model=model, system=system)
     except est.EstimateError as exc:
         print(f"error: --estimate: {exc}", file=sys.stderr)
         return 1
     finally:
         admin.close()
     print(json.dumps(e, default=float) if as_json else est.render(e), file=out, end="\n" if as_json else "")
+    if record is not None:
+        try:
+            record.write_text(json.dumps({**e, "estimated_at": time.time()}, default=float))
+        except OSError as exc:  # a read-only plan directory: the estimate stands, --verify lacks it
+            print(f"note: could not keep the estimate in {record} for --verify: {exc}", file=sys.stderr)
     return 0
 
 
@@ -490,7 +489,8 @@ def run(args) -> int:
                     raise PlanError(f"{p['topic']}-{p['partition']}: duplicate replicas in {p['replicas']}")
             if args.throttle is not None and args.throttle <= 0:
                 raise PlanError("--throttle must be a positive number of bytes per second")
-            return execute(args.bootstrap_server, plan, args.throttle, args.additional)
+            return execute(args.bootstrap_server, plan, args.throttle, args.additional,
+                           record=estimate_record(args.reassignment_json_file))
         if verb == "estimate":
             for p in plan:
                 if not p["replicas"]:
@@ -506,10 +506,12 @@ def run(args) -> int:
                     raise PlanError(f"--link: {e}") from None
             return estimate(args.bootstrap_server, plan, throttle=args.throttle, link=args.link,
                             concurrency=args.concurrency, model=args.model, system=args.system,
-                            sample_s=args.window, as_json=args.json)
+                            sample_s=args.window, as_json=args.json,
+                            record=estimate_record(args.reassignment_json_file))
         if verb == "verify":
             return verify(args.bootstrap_server, plan, window_s=args.window,
-                          watch_s=args.interval if args.watch else None)
+                          watch_s=args.interval if args.watch else None,
+                          record=estimate_record(args.reassignment_json_file))
         return cancel(args.bootstrap_server, plan)
     except BootstrapError as e:
         print(f"error: --bootstrap-server: {e}", file=sys.stderr)

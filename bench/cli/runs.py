@@ -25,6 +25,15 @@ DEFAULT_SUITE = "default"
 SUITE_NAMES = ("default", "full", "open")  # bench/run/suite.py SUITES (not imported here: the CLI starts fast)
 
 
+def run_estimates(results: str | Path):
+    """What estimates each move of the runs a command starts, before its request: the models of the
+    runs stored under ``results`` before them (its aggregate), else the bundled ones
+    (bench/analysis/estimate.py)."""
+    from bench.analysis.estimate import RunModels
+
+    return RunModels((Path(results) / "aggregate" / "model.json",))
+
+
 def sigterm_as_interrupt() -> None:
     """SIGTERM and SIGHUP stop a run as Ctrl-C does (cleanup, summary; recorded as
     ``interrupted: SIGTERM``): bench.run.ending.stop_on_signals."""
@@ -63,7 +72,7 @@ def cmd_run(args) -> int:
               f"min.insync.replicas {facts['defaults']['min.insync.replicas']}", file=sys.stderr)
     sigterm_as_interrupt()
     results = runner.run_scenario(sc, results_root=args.results, progress=not args.no_progress,
-                                  keep_data=args.keep_data)
+                                  keep_data=args.keep_data, estimates=run_estimates(args.results))
     from bench.check.summary import print_comparison
 
     print_comparison([(str(d), s) for d, s in results], title=f"{sc.name}")
@@ -239,7 +248,8 @@ def cmd_suite(args) -> int:
     from bench.run.suite import run_suite
 
     sigterm_as_interrupt()
-    return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress)
+    return run_suite(args.name, results_root=args.results, systems=args.systems, progress=not args.no_progress,
+                     estimates=run_estimates(args.results))
 
 
 def cmd_faults_doc(args) -> int:

@@ -172,7 +172,7 @@ def judge_objstore(samples: list[dict], warmup_s: float) -> dict | None:
 
 
 def run(args) -> int:
-    from bench.cli.runs import sigterm_as_interrupt
+    from bench.cli.runs import run_estimates, sigterm_as_interrupt
     from bench.run.runner import DEFAULT_RESULTS, run_scenario, timestamp
     from bench.scenario import parse_scenario
 
@@ -193,7 +193,8 @@ def run(args) -> int:
           f"over {args.partitions} partitions for {args.minutes:g} min (warm-up {warmup / 60:g} min); dir {directory}",
           flush=True)
     sigterm_as_interrupt()
-    [(run_dir, summary)] = run_scenario(sc, out_dir=directory, progress=not args.no_progress)
+    [(run_dir, summary)] = run_scenario(sc, out_dir=directory, progress=not args.no_progress,
+                                        estimates=run_estimates(DEFAULT_RESULTS))
     samples = samples_of(run_dir)
     (run_dir / "soak.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     mem = judge(samples, warmup) if samples else {}

@@ -50,6 +50,10 @@ EVENT_MOVE_OBSERVED = "move_observed"  # a client sees the target replicas with 
 # A later action asked for another target of a partition still moving (KIP-455 replaces the
 # ongoing reassignment): {action_id, topic, partition, by (the later action)}
 EVENT_MOVE_SUPERSEDED = "move_superseded"
+# What the move was estimated to take before its request (bench/run/move_estimate.py, the code path
+# of `bench reassign --estimate`): {action_id, partitions [{topic, partition, seconds, seconds_low,
+# seconds_high, bytes, feasible, ...}], total_seconds, model} or {action_id, error}
+EVENT_MOVE_ESTIMATE = "move_estimate"
 
 # Cluster state, as clients see it (poller) or as the cluster's journals say (journal.py)
 EVENT_LEADER_CHANGE = "leader_change"

@@ -173,6 +173,9 @@ MORE_MOVES = Section(tb.MORE_MOVES_TITLE, note=tb.MORE_MOVES_NOTE, head=lambda v
                      applies=lambda v: has_moves(v) and bool(tb.more_move_metrics()))
 PROTOCOL = Section(tb.PROTOCOL_TITLE, note=lambda v: tb.protocol_note(), head=tb.PROTOCOL_HEAD,
                    rows=lambda v: tb.protocol_rows(v.configs), applies=has_moves)
+ESTIMATES = Section(tb.ESTIMATE_TITLE, note=lambda v: tb.estimate_note(), head=tb.ESTIMATE_HEAD,
+                    rows=lambda v: tb.estimate_rows(v.t["moves"], v.configs),
+                    applies=lambda v: bool(tb.estimate_rows(v.t["moves"], v.configs)))
 CONSUMERS = Section(tb.CONSUMERS_TITLE, note=tb.CONSUMERS_NOTE, head=tb.CONSUMERS_HEAD,
                     rows=lambda v: tb.consumer_rows(v.t["consumers"], v.configs),
                     applies=lambda v: bool(v.t.get("consumers")))
@@ -208,8 +211,8 @@ MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.hea
 
 # The two documents, in order.
 REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, SCALE, MEASURED, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, PROTOCOL,
-          CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
-SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
+          ESTIMATES, CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
+SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, ESTIMATES, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
            HOST, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

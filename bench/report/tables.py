@@ -111,6 +111,51 @@ def protocol_rows(configs: list[dict[str, Any]]) -> list[list[Any]]:
              cfg_spread(c, "protocol_target_bytes", format_bytes)] for c in configs if c["moves"]]
 
 
+ESTIMATE_TITLE = "Estimates before each move against what it took"
+
+ESTIMATE_NOTE = (
+    "Before each move's request the run estimated it as `bench reassign --estimate` does on any cluster (one "
+    "code path, bench/run/move_estimate.py): the moved partition's size and ingest from two DescribeLogDirs "
+    "samples {window:g} s apart, the brokers' throttles, the emulated link, and a move-time model from runs "
+    "stored *before* this one (its commit in the last column; never the run's own moves). Error = (estimate - "
+    "move_seconds) / move_seconds: + the estimate was long, - short. Band: the model's own error band, as "
+    "--estimate prints it. Per partition, as if it moved alone (moves sharing a broker slow each other: the "
+    "action's total is the simulator's).")
+
+ESTIMATE_HEAD = ["configuration", "moves estimated", "estimate s", "move_seconds", "error (median)",
+                 "|error| median / max", "inside its band", "within ±15 %", "model commit"]
+
+
+def estimate_rows(moves: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per configuration, its moves' estimates beside their times (the moves table's estimate
+    columns); configurations whose runs made no estimate are left out."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in moves:
+        if m.get("estimate_seconds") is not None and m.get("move_seconds") is not None:
+            by[m["config_key"]].append(m)
+    out = []
+    for c in configs:
+        ms = by.get(c["config_key"])
+        if not ms:
+            continue
+        errs = [m["estimate_error_pct"] for m in ms]
+        absd = sorted(abs(e) for e in errs)
+        inside = sum(1 for m in ms if m.get("estimate_seconds_low") is not None
+                     and m["estimate_seconds_low"] <= m["move_seconds"] <= m["estimate_seconds_high"])
+        commits = sorted({str(m.get("estimate_model_commit") or "?")[:10] for m in ms})
+        out.append([c["config_label"] or c["config_key"], len(ms),
+                    fmt_spread([m["estimate_seconds"] for m in ms]), fmt_spread([m["move_seconds"] for m in ms]),
+                    f"{statistics.median(errs):+.1f} %", f"{statistics.median(absd):.1f} % / {absd[-1]:.1f} %",
+                    f"{inside} of {len(ms)}", f"{sum(1 for e in absd if e <= 15)} of {len(ms)}", ", ".join(commits)])
+    return out
+
+
+def estimate_note() -> str:
+    from bench.run.move_estimate import RUN_WINDOW_S
+
+    return ESTIMATE_NOTE.format(window=RUN_WINDOW_S)
+
+
 CONSUMERS_TITLE = "Consumers across moves and faults"
 
 

@@ -267,14 +267,20 @@ def describe_log_dirs(admin, brokers, topics: set[str]) -> tuple[dict[str, dict[
     return sizes, lags
 
 
+def config_value(entry: Any) -> Any:
+    """A DescribeConfigs entry's value (kafka-python gives each config as a dict of its data)."""
+    return entry.get("value") if isinstance(entry, dict) else entry
+
+
 def broker_configs(admin) -> dict[str, str]:
-    """Every config of the lowest-numbered broker (DescribeConfigs), {} when it does not answer."""
+    """Every config of the lowest-numbered broker (DescribeConfigs): name -> value; {} when it does
+    not answer."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     try:
         first = str(min(int(b["broker_id"]) for b in admin.describe_cluster()["brokers"]))
         res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, first)], config_filter="all")
-        return {k: v for k, v in res.get("broker", {}).get(first, {}).items()}
+        return {k: config_value(v) for k, v in res.get("broker", {}).get(first, {}).items()}
     except Exception:  # noqa: BLE001 - unknown
         return {}
 

@@ -79,6 +79,7 @@ from bench.run.load import json_lines, prefill, stop_child, verify
 from bench.run.network import rate_bits
 from bench.run.live_display import LiveDisplay
 from bench.run.state import RunState
+from bench.run.move_estimate import EstimateFn, RunEstimator
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
 from bench.scenario import Scenario, Topic, expand, get_path, split_repetition
 from systems.core.config import known as config_keys
@@ -133,7 +134,7 @@ def timestamp() -> str:
 class Run:
     def __init__(self, run_id: str, sc: Scenario, run_dir: Path, *, matrix: dict[str, Any] | None = None,
                  progress: Callable[[RunState], None] | None = None, keep_data: bool = False,
-                 start_timeout_s: float = 90.0) -> None:
+                 start_timeout_s: float = 90.0, estimates: EstimateFn | None = None) -> None:
         self.run_id = run_id
         self.config_id, self.repetition = split_repetition(run_id)
         self.sc = sc
@@ -144,6 +145,9 @@ class Run:
         self.start_timeout_s = start_timeout_s
         self.state = RunState(run_id, sc)
         self.windows = MoveWindows()
+        # The estimate before each move (bench/run/move_estimate.py), when the command gives one.
+        self.estimates = estimates
+        self.estimator: RunEstimator | None = None
         self.cluster: Cluster | ExternalCluster | None = None
         self.cluster_tmp: Path | None = None
         self.load_proc: subprocess.Popen | None = None
@@ -326,6 +330,12 @@ class Run:
         if self.consumers is not None:
             self.consumers.go()
         t_zero = st.load_started
+        if self.estimates is not None and any(a.spec.is_move for a in sc.actions):
+            link = sc.network.link_rate
+            self.estimator = RunEstimator(
+                self.estimates, lambda: clients.admin(self.cluster.bootstrap, sc.system.client, "bench-estimate"),
+                {t for t, _ in sc.partitions()}, sc.system.kind if sc.profile.launched else None,
+                rate_bits(link) / 8 if link else None)
         self.thread(run_timeline, "timeline", self, t_zero)
         self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
         if self.cluster.network is not None:
@@ -566,6 +576,8 @@ class Run:
                 log.exception("stopping the consumer process")
         for t in self.threads:
             t.join(timeout=5)
+        if self.estimator is not None:
+            self.estimator.close()
         for c in (self._admin_client, self._observer_client):
             if c is not None:
                 try:
@@ -653,8 +665,11 @@ class Run:
 
 
 def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESULTS, progress: bool = True,
-                 keep_data: bool = False, out_dir: Path | str | None = None) -> list[tuple[Path, dict]]:
-    """Run every run of ``scenario`` (its matrix expanded). Returns [(run_dir, summary)]."""
+                 keep_data: bool = False, out_dir: Path | str | None = None,
+                 estimates: EstimateFn | None = None) -> list[tuple[Path, dict]]:
+    """Run every run of ``scenario`` (its matrix expanded). Returns [(run_dir, summary)].
+    ``estimates``: what estimates each move before its request (bench/analysis/estimate.py
+    RunModels; None: no estimates)."""
     runs = expand(scenario)
     base = Path(out_dir) if out_dir is not None else Path(results_root) / scenario.name / timestamp()
     if base.exists() and any(base.iterdir()):
@@ -675,7 +690,7 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
                 ui.begin(f"[{n}/{len(runs)}] {run_id}", sc)
             try:
                 summary = Run(run_id, sc, run_dir, matrix=matrix, progress=ui.update if ui else None,
-                              keep_data=keep_data).execute()
+                              keep_data=keep_data, estimates=estimates).execute()
             except Exception as exc:  # noqa: BLE001 - any failure of one run: record it, go on
                 # This run failed (its directory holds what it got, logs included); go on.
                 log.error("run %s failed: %s", run_id, exc)

@@ -40,6 +40,7 @@ from typing import NamedTuple
 from rich.console import Console
 
 from bench.run import runner
+from bench.run.move_estimate import EstimateFn
 from bench.scenario import load_scenario, resolve_scenario
 from systems.registry import LAUNCHED as NAMES
 from systems.registry import PROFILES
@@ -90,7 +91,7 @@ SUITES: dict[str, list[Entry]] = {
 
 
 def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, systems: str = ",".join(NAMES),
-              progress: bool = True) -> int:
+              progress: bool = True, estimates: EstimateFn | None = None) -> int:
     console = Console(stderr=True)
     chosen = [s.strip() for s in systems.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in NAMES]
@@ -111,7 +112,7 @@ def run_suite(name: str, *, results_root: str | Path = runner.DEFAULT_RESULTS, s
     started = time.time()
     done: list[tuple[str, dict]] = []
     for sc in scenarios:
-        out = runner.run_scenario(sc, results_root=results_root, progress=progress)
+        out = runner.run_scenario(sc, results_root=results_root, progress=progress, estimates=estimates)
         done.extend((str(d), s) for d, s in out)
     suite_dir = Path(results_root) / f"suite-{name}" / ts
     suite_dir.mkdir(parents=True, exist_ok=True)

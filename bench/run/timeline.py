@@ -17,12 +17,14 @@ from typing import Any, Protocol
 from bench.history.names import (
     EVENT_ACTION_END,
     EVENT_ACTION_START,
+    EVENT_MOVE_ESTIMATE,
     EVENT_MOVE_OBSERVED,
     EVENT_MOVE_SUPERSEDED,
     EVENT_REASSIGN_REQUESTED,
     POLL_INTERVAL_S,
 )
 from bench.history.journal import MoveWindows
+from bench.run.move_estimate import RUN_WINDOW_S, RunEstimator
 from bench.run.state import RunState
 from bench.scenario import Action, Scenario
 from bench.scenario.actions.context import ClusterControl
@@ -45,6 +47,7 @@ class RunHandle(Protocol):
     state: RunState
     cluster: ClusterControl
     windows: MoveWindows
+    estimator: RunEstimator | None  # the estimates before each move, if the run makes them
 
     def event(self, name: str, detail: dict[str, Any] | None = None, *, ts: float | None = None,
               topic: str | None = None, partition: int = -1) -> None: ...
@@ -60,7 +63,12 @@ def run_timeline(run: RunHandle, t_zero: float) -> None:
     """Carry out every action of ``run.sc`` in order, each at ``t_zero + at_s``."""
     ctx = TimelineContext(run, t_zero)
     end = t_zero + run.sc.workload.duration_s
+    estimator = run.estimator
     for i, a in enumerate(run.sc.actions):
+        if a.spec.is_move and estimator is not None:  # the estimate's first look, a window before
+            if not run.sleep_until(t_zero + a.at_s - RUN_WINDOW_S):
+                return
+            estimator.prepare(i, t_zero + a.at_s)
         if not run.sleep_until(t_zero + a.at_s):
             return
         st = run.state.actions[i]
@@ -125,6 +133,9 @@ def carry_out(run: RunHandle, i: int, a: Action, plan: Plan, fields: dict[str, A
     watcher thread until every move is seen done."""
     st = run.state.actions[i]
     base = event_base(i, a)
+    estimator = run.estimator
+    if plan and estimator is not None:  # before the request, as an operator's --estimate
+        run.event(EVENT_MOVE_ESTIMATE, {**base, **estimator.estimate(i, plan, a.concurrency)})
     md = run.state.metadata_snapshot()
     entries = [{"topic": t, "partition": p, "to": to, "from": md.get((t, p), {}).get("replicas")}
                for t, p, to in plan]

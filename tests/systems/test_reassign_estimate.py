@@ -1,6 +1,7 @@
 """`bench reassign --estimate` on a real cluster, through the protocol only: the facts it reads
 (size, ingest, throttle) and a plan whose ingest outruns its throttle, which it says cannot finish
-and which then indeed does not (the arithmetic: tests/unit/test_estimate.py)."""
+and which then indeed does not; --verify shows that estimate beside the move's progress (the
+arithmetic: tests/unit/test_estimate.py)."""
 from __future__ import annotations
 
 import json
@@ -80,6 +81,13 @@ def test_estimate_reads_the_cluster_and_a_move_it_calls_not_gaining_does_not_fin
         assert p["feasible"] is False and p["seconds"] is None and e["total_seconds"] is None
         r = _reassign(c, plan, "--execute", "--throttle", "1000000")
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "executed_at" in json.loads((tmp_path / "plan.json.estimate.json").read_text())
+        r = _reassign(c, plan, "--verify", "--window", "1")  # the estimate beside the live progress
+        assert r.returncode == 1 and "estimate before --execute: never finishes (not gaining)" in r.stdout, r.stdout
+        # Without --throttle the estimate takes the throttle the brokers have (DescribeConfigs).
+        r = _reassign(c, plan, "--estimate", "--json", "--model", str(model), "--window", "1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["partitions"][0]["cap_bytes_per_s"] == 1e6
         # At the throttle alone the 8 MiB would take ~9 s; 20 s later the copy is still behind.
         time.sleep(20)
         a = admin(c.bootstrap)

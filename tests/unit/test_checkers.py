@@ -249,6 +249,26 @@ def test_move_seconds():
     assert action["phases"] == {"copy": {"seconds": 3.0, "bytes": 5120}}
 
 
+def test_the_estimate_made_before_a_move_is_set_beside_its_time_and_never_changes_the_verdict():
+    est = {"action_id": 0, "total_seconds": 3.0, "model": {"source": "m.json", "commit": "abc"},
+           "partitions": [{"topic": "t", "partition": 0, "seconds": 3.0, "seconds_low": 2.7, "seconds_high": 3.3,
+                           "feasible": True}]}
+    result = check_move_seconds(to_table(move_rows() + [event_row("move_estimate", T0 + 9.9, est)]))
+    assert result["valid"] is True
+    (move,) = result["moves"]
+    assert (move["estimate_seconds"], move["estimate_model_commit"]) == (3.0, "abc")
+    assert move["estimate_error_pct"] == pytest.approx(100 * (3.0 - 3.375) / 3.375)  # short by 11 %
+    assert result["estimates"] == {"n": 1, "within_band": 0, "median_error_pct": pytest.approx(-11.111, abs=1e-3),
+                                   "median_abs_error_pct": pytest.approx(11.111, abs=1e-3),
+                                   "max_abs_error_pct": pytest.approx(11.111, abs=1e-3)}
+    missing = check_move_seconds(to_table(move_rows() + [event_row("move_estimate", T0 + 9.9, {
+        "action_id": 0, "error": "EstimateError: no link rate"})]))
+    (move,) = missing["moves"]
+    assert move["estimate_error"] == "EstimateError: no link rate" and "estimate_error_pct" not in move
+    assert missing["estimates"] == {"n": 0, "within_band": 0, "missing": ["EstimateError: no link rate"]}
+    assert "estimates" not in check_move_seconds(to_table(move_rows()))  # a run that made none
+
+
 def test_move_seconds_unknown_without_leader_change():
     result = check_move_seconds(to_table(move_rows(with_leader_change=False)))
     assert result["valid"] == "unknown"

@@ -98,3 +98,23 @@ def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(t
         est.load_model("tiered", tmp_path / "agg" / "model.json")
     with pytest.raises(est.EstimateError, match="bench aggregate"):
         est.load_model("replication", tmp_path / "nothing.json")
+
+
+def test_facts_between_two_samples_take_size_and_ingest_from_the_leader_and_no_growth_across_a_leader_change():
+    from bench.analysis.estimate import facts_between
+    from bench.run.move_estimate import LogSample
+
+    first = LogSample(100.0, {("t", 0): [1, 2], ("t", 1): [2]}, {("t", 0): 1, ("t", 1): 2},
+                      {("t", 0): {1: 1_000_000, 2: 900_000}, ("t", 1): {2: 5_000}})
+    second = LogSample(104.0, {("t", 0): [1, 2], ("t", 1): [2]}, {("t", 0): 1, ("t", 1): 3},
+                       {("t", 0): {1: 1_400_000, 2: 1_300_000}, ("t", 1): {3: 6_000}})
+    plan = [{"topic": "t", "partition": 0, "replicas": [2, 3]}, {"topic": "t", "partition": 1, "replicas": [1]}]
+    a, b = facts_between(plan, first, second)
+    assert (a.replicas, a.target, a.leader, a.size_bytes, a.ingest_bytes_per_s, a.adding) == (
+        [1, 2], [2, 3], 1, 1_400_000, 100_000, [3])
+    assert (b.leader, b.size_bytes, b.ingest_bytes_per_s) == (3, 6_000, 0.0)  # a new leader: no growth known
+    with pytest.raises(est.EstimateError, match="no such partition"):
+        facts_between([{"topic": "t", "partition": 9, "replicas": [1]}], first, second)
+    second.leaders[("t", 0)] = -1
+    with pytest.raises(est.EstimateError, match="no leader"):
+        facts_between(plan[:1], first, second)

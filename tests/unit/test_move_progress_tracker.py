@@ -45,3 +45,29 @@ def test_tracker_rate_and_eta():
     # Handover (shared storage): nothing copied.
     (h,) = Tracker(copies=False).update(_obs(0.0, None, 0))
     assert h.to_move_bytes is None and "no data copied" in describe(h)
+
+
+class ConfigsAdmin:
+    """DescribeConfigs as kafka-python returns it: each config a dict of its data."""
+
+    def __init__(self, configs: dict[str, str]) -> None:
+        self.configs = configs
+
+    def describe_cluster(self):
+        return {"brokers": [{"broker_id": 2}, {"broker_id": 1}]}
+
+    def describe_configs(self, resources, config_filter="all"):
+        (r,) = resources
+        assert r.name == "1"  # the lowest-numbered broker
+        return {"broker": {"1": {k: {"value": v, "read_only": False} for k, v in self.configs.items()}}}
+
+
+def test_the_system_of_a_cluster_from_its_brokers_configs_as_kafka_python_returns_them():
+    from bench.run.move_progress import broker_configs, system_of
+    from systems.shared.settings import DEFAULTS
+
+    tiered = broker_configs(ConfigsAdmin({"remote.log.storage.system.enable": "true", "num.network.threads": "3"}))
+    assert tiered["remote.log.storage.system.enable"] == "true" and system_of(tiered) == "tiered"
+    assert system_of(broker_configs(ConfigsAdmin({"num.network.threads": "3"}))) == "replication"
+    shared = broker_configs(ConfigsAdmin({k: str(v) for k, v in DEFAULTS.items()}))
+    assert system_of(shared) == "shared"

@@ -462,3 +462,18 @@ def test_the_scale_table_shows_each_setting_against_production_and_flags_a_broke
     configs = md.split("## Configurations compared", 1)[1].split("\n## ", 1)[0]
     assert "1/100 / 1/100; broken by system.segment_bytes, remote.log.manager.task.interval.ms |" in configs
     assert "| not declared |" in configs
+
+
+def test_the_estimates_table_sets_each_configurations_estimates_beside_its_moves():
+    from bench.report.tables import estimate_rows
+
+    moves = [{"config_key": "c", "move_seconds": 10.0, "estimate_seconds": 11.0, "estimate_seconds_low": 9.0,
+              "estimate_seconds_high": 12.0, "estimate_error_pct": 10.0, "estimate_model_commit": "abcdef0123456"},
+             {"config_key": "c", "move_seconds": 10.0, "estimate_seconds": 7.0, "estimate_seconds_low": 6.0,
+              "estimate_seconds_high": 8.0, "estimate_error_pct": -30.0, "estimate_model_commit": "abcdef0123456"},
+             {"config_key": "c", "move_seconds": 10.0, "estimate_seconds": None},  # a move without an estimate
+             {"config_key": "d", "move_seconds": 5.0, "estimate_seconds": None}]
+    configs = [{"config_key": "c", "config_label": "copy"}, {"config_key": "d", "config_label": "shared"}]
+    (row,) = estimate_rows(moves, configs)  # d made no estimate: left out
+    assert row[0] == "copy" and row[1] == 2
+    assert row[4:8] == ["-10.0 %", "20.0 % / 30.0 %", "1 of 2", "1 of 2"] and row[8] == "abcdef0123"

@@ -17,6 +17,7 @@ class FakeRun:
 
     def __init__(self, sc, move_s: float) -> None:
         self.sc, self.state, self.cluster, self.windows = sc, RunState("r", sc), None, None
+        self.estimator = None
         self.move_s = move_s
         self.started: list[tuple[str, float]] = []
         self.events: list[tuple[str, dict]] = []
@@ -141,3 +142,47 @@ def test_a_move_a_later_action_replaced_ends_ok_as_superseded(monkeypatch):
     assert end["ok"] is True and end["superseded"] == {"a-0": 1} and end["unfinished"] == []
     assert [d for e, d in run.events if e == "move_superseded"] == [
         {"action_id": 0, "topic": "a", "partition": 0, "by": 1}]
+
+
+class RecordingEstimator:
+    """Records when the timeline asks for samples and for the estimate (bench/run/move_estimate.py's
+    RunEstimator on a live cluster)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def prepare(self, i, at):
+        self.calls.append(("prepare", i, time.time(), at))
+
+    def estimate(self, i, plan, concurrency):
+        self.calls.append(("estimate", i, plan, concurrency))
+        return {"partitions": [{"topic": t, "partition": p, "seconds": 2.0} for t, p, _ in plan], "total_seconds": 2.0}
+
+
+def test_a_move_is_sampled_a_window_before_its_time_and_estimated_before_its_request(monkeypatch, moves_recorded):
+    from bench.run import timeline
+
+    monkeypatch.setattr(timeline, "RUN_WINDOW_S", 0.3)
+    sc = parse_scenario({
+        "name": "t", "system": {"kind": "replication", "brokers": 3},
+        "workload": {"topics": [{"name": "a", "partitions": 1, "replication_factor": 1}], "message_bytes": "1KiB",
+                     "produce_rate_msgs_per_s": 10, "duration_s": 30},
+        "actions": [{"at_s": 0.5, "kind": "reassign", "topic": "a", "partition": 0, "to": [2]}],
+    }, "t.yaml")
+    run = FakeRun(sc, move_s=0)
+    run.estimator = RecordingEstimator()
+    t0 = time.time()
+    run_timeline(run, t0)
+    (prep,) = [c for c in run.estimator.calls if c[0] == "prepare"]
+    assert prep[1] == 0 and prep[3] == pytest.approx(t0 + 0.5)
+    assert 0.15 <= prep[2] - t0 <= 0.4  # the window before the move's time, not at it
+
+    # carry_out: the estimate's event comes before the action's start (the request's time)
+    run.windows = type("W", (), {"add": lambda self, *a: None, "end": lambda self, i, t: None})()
+    run.thread = lambda target, name, *args: None  # no request: only what precedes it
+    timeline.carry_out(run, 0, sc.actions[0], [("a", 0, [2])], {}, t0)
+    names = [e for e, _ in run.events]
+    assert names.index("move_estimate") < names.index("action_start")
+    (est,) = [d for e, d in run.events if e == "move_estimate"]
+    assert est["action_id"] == 0 and est["total_seconds"] == 2.0
+    assert ("estimate", 0, [("a", 0, [2])], None) in run.estimator.calls

@@ -14,7 +14,7 @@ from bench.analysis.aggregate.fits import run_version
 from bench.analysis.aggregate.tables import SAFETY_CHECKS, SAFETY_COUNTS
 from bench.analysis.model import family_of
 from bench.check.metrics import MOVE_METRICS, MoveRef
-from bench.check.moves import LINK_WAYS, move_link_fill, outage_of, split_bytes_moved
+from bench.check.moves import LINK_WAYS, estimate_error_pct, move_link_fill, outage_of, split_bytes_moved
 from bench.check.outcome import run_ending_problems, run_verdict
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
@@ -241,6 +241,12 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "partitions_in_action": n_parts[(m["run_idx"], m["action_id"])],
             **_protocol_of(sm.get("protocol")),
             "with_consumers": isinstance(r.summary.get("consumers"), dict),
+            # The estimate the run made before the request (bench/run/move_estimate.py), against
+            # this row's move_seconds.
+            "estimate_seconds": sm.get("estimate_seconds"), "estimate_seconds_low": sm.get("estimate_seconds_low"),
+            "estimate_seconds_high": sm.get("estimate_seconds_high"),
+            "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs),
+            "estimate_model_commit": sm.get("estimate_model_commit"),
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows

@@ -93,6 +93,10 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("ingest_bytes_per_s", F64), ("objects", F64), ("open_seconds", F64), ("partitions_in_action", I64),
         *[(name, F64) for name in PROTOCOL_FIGURES],
         ("with_consumers", BOOL),  # its run had workload consumers (not a move the models rest on)
+        # The estimate made before the request (bench/run/move_estimate.py) and its error against
+        # move_seconds, + long / - short; the commit of the model it used (from earlier runs).
+        ("estimate_seconds", F64), ("estimate_seconds_low", F64), ("estimate_seconds_high", F64),
+        ("estimate_error_pct", F64), ("estimate_model_commit", STR),
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
