@@ -159,6 +159,11 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         "catch_up_during_move_bytes_per_s": _median([(a.get("catch_up_bytes_per_s") or {}).get("during") for a in cons]),
         # acked messages lost (by partition), duplicated, corrupted: None where the check could not count
         **safety_counts(checks),
+        # the estimate made before each move and its error against move_seconds (runs that made
+        # estimates only: a summary from before them derives as it did)
+        **({"estimate_seconds": _median([m.get("estimate_seconds") for m in moves]),
+            "estimate_error_pct": _median([m.get("estimate_error_pct") for m in moves])}
+           if any("estimate_seconds" in m or "estimate_error" in m for m in moves) else {}),
     }
 
 
@@ -502,6 +507,8 @@ def _provenance_line(provs: list[dict[str, Any]], n_runs: int | None = None) -> 
 # (a throughput run has no move, a suite without faults no outage).
 RUN_COLUMNS = [
     ("move_seconds", "move_seconds", 1.0),
+    ("estimate before the move s", "estimate_seconds", 1.0),
+    ("estimate error %", "estimate_error_pct", 1.0),
     ("to copy at request MB", "copy_bytes_at_request", 1e-6),
     ("bytes moved MB", "bytes_moved", 1e-6),
     ("unavailable s", "unavailable_seconds", 1.0),

@@ -23,7 +23,7 @@ from bench.scenario.errors import ScenarioError, errors_of, field_error, raise_e
 from bench.latency import emulated, parse_latency
 from bench.scenario.fields import NAME_RE, Bytes, Float, Latency, Model, TcRate
 from bench.scenario.paths import missing_segment, split_path
-from bench.scenario.system import LINK_SHARES, System, share_target
+from bench.scenario.system import LINK_SHARES, MAX_BROKERS, System, share_target
 from bench.units import rate_bits
 from systems.core.profile import SystemProfile
 from workloads.messages import PREFILL_RECORD_BYTES, PRODUCER_LINGER_MS
@@ -293,7 +293,7 @@ class Scenario(Model):
         wl, system = self.workload, self.system
         for i, t in enumerate(wl.topics):
             rf = self.replication_factor(t)
-            if rf is not None and rf > system.brokers:
+            if rf is not None and rf > self.brokers:
                 given = "" if t.replication_factor is not None else f" ({system.kind}'s default)"
                 raise field_error(f"workload.topics.{i}.replication_factor",
                                   f"{rf}{given} exceeds system.brokers ({system.brokers})")
@@ -344,7 +344,7 @@ class Scenario(Model):
         rfs = [self.replication_factor(t) for t in wl.topics]
         known_rf = None not in rfs  # unknown until a cluster that sets it has been asked
         state = TimelineState(
-            brokers=system.brokers, topics={t.name: t.partitions for t in wl.topics},
+            brokers=self.brokers, topics={t.name: t.partitions for t in wl.topics},
             placement=self.placement() if known_rf else {}, known_rf=known_rf, max_rf=max(rfs) if known_rf else 1,
             added=self.added_broker_ids(), system_kind=system.kind, single_owner=system.profile.single_owner,
             has_object_store=system.profile.object_store is not None)
@@ -413,11 +413,18 @@ class Scenario(Model):
             self.system.profile.min_insync_replicas
         return None if rf is None or mi is None else min(mi, rf)
 
+    @property
+    def brokers(self) -> int:
+        """The scenario's brokers, 1..n: ``system.brokers``; for a cluster the harness does not start
+        that leaves it out, the bound until the cluster is reached (:meth:`for_cluster` sets the
+        cluster's and validates every action against them again)."""
+        return self.system.brokers if self.system.brokers is not None else MAX_BROKERS
+
     def placement(self) -> dict[str, dict[int, list[int]]]:
         """The fixed initial placement the runner creates topics with: replicas round-robin from
         broker 1, partition after partition over all topics (hot-0 at replication factor 3 on
         four brokers: [1, 2, 3])."""
-        n = self.system.brokers
+        n = self.brokers
         out: dict[str, dict[int, list[int]]] = {}
         j = 0
         for t in self.workload.topics:
@@ -433,11 +440,21 @@ class Scenario(Model):
         :attr:`topic_prefix` (the harness creates and deletes only those), the cluster's
         ``default.replication.factor`` and ``min.insync.replicas`` where the scenario leaves them
         open, validated again (ScenarioError naming the field). The scenario's brokers
-        1..system.brokers must all be brokers of the cluster."""
+        1..system.brokers must all be brokers of the cluster; a scenario that leaves system.brokers
+        out takes the cluster's, 1..n (Metadata)."""
         have = set(brokers)
-        missing = sorted(set(range(1, self.system.brokers + 1)) - have)
+        n = self.system.brokers
+        if n is None:
+            n = 0
+            while n + 1 in have:
+                n += 1
+            if n == 0:
+                raise ScenarioError(f"{self.name}: system.brokers: a scenario's brokers are 1..n, and the cluster has "
+                                    f"no broker 1 (its ids: {sorted(have)})",
+                                    [("system.brokers", "the cluster has no broker 1")])
+        missing = sorted(set(range(1, n + 1)) - have)
         if missing:
-            raise ScenarioError(f"{self.name}: system.brokers: the scenario uses brokers 1..{self.system.brokers}, "
+            raise ScenarioError(f"{self.name}: system.brokers: the scenario uses brokers 1..{n}, "
                                 f"the cluster has {sorted(have)} (no {missing})",
                                 [("system.brokers", f"brokers {missing} not in the cluster")])
         prefix = self.topic_prefix
@@ -459,6 +476,7 @@ class Scenario(Model):
             if cs.get("topics") is not None:
                 cs["topics"] = [prefix + n for n in cs["topics"]]
         data["system"]["topic_prefix"] = prefix
+        data["system"]["brokers"] = n
         data["system"]["existing_topics"] = self.system.existing_topics or "refuse"
         return Scenario.parse(data, f"{self.name} on the cluster at {self.system.bootstrap}")
 
@@ -469,7 +487,7 @@ class Scenario(Model):
     def added_broker_ids(self) -> dict[int, int]:
         """action index -> id of the broker that add_broker_and_rebalance action starts."""
         out: dict[int, int] = {}
-        next_id = self.system.brokers + 1
+        next_id = self.brokers + 1
         for i, a in enumerate(self.actions):
             if a.spec.adds_broker:
                 out[i] = a.broker if a.broker is not None else next_id

@@ -149,8 +149,10 @@ class _SystemRules(Model):
 
     kind: str  # a registered system (systems/registry.py)
     # The validator and the runner walk every broker id: a bound keeps a typo from exhausting memory
-    # (far above what one machine starts; an external cluster names the brokers it uses).
-    brokers: Annotated[int, Field(strict=True, ge=1, le=MAX_BROKERS)]
+    # (far above what one machine starts; an external cluster names the brokers it uses). Left out
+    # for a cluster the harness does not start: its brokers, from Metadata when it is reached
+    # (Scenario.for_cluster).
+    brokers: Optional[Annotated[int, Field(strict=True, ge=1, le=MAX_BROKERS)]] = None
 
     @field_validator("client", check_fields=False)
     @classmethod
@@ -194,6 +196,9 @@ class _SystemRules(Model):
     def _fits_profile(self) -> _SystemRules:
         prof = self.profile
         if prof.launched:
+            if self.brokers is None:
+                raise field_error("brokers", f"required for system kind {self.kind!r} (how many brokers the "
+                                             "harness starts)")
             for f in UNLAUNCHED_FIELDS:
                 if getattr(self, f) is not None:
                     raise field_error(f, f"only for a cluster the harness does not start (system kind "

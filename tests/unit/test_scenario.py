@@ -665,3 +665,20 @@ def test_the_load_ends_after_the_actions_only_when_there_are_actions():
     data["workload"]["end_after_actions_s"] = 3
     with pytest.raises(ScenarioError, match="cannot end the load after fault actions"):
         parse_scenario(data, "x.yaml")
+
+
+def test_a_scenario_pointed_at_a_bootstrap_alone_takes_the_clusters_brokers():
+    """kind external without system.brokers: parsed with its broker references unchecked, then
+    checked against the brokers Metadata names when the cluster is reached (for_cluster)."""
+    data = minimal(system={"kind": "external", "bootstrap": "h:9092"})
+    data["actions"] = [{"at_s": 1, "kind": "reassign", "topic": "hot", "partition": 0, "to": [3]}]
+    sc = parse_scenario(data, "x.yaml")
+    assert sc.system.brokers is None
+    ready = sc.for_cluster([1, 2, 3], 3, 2)
+    assert ready.system.brokers == 3 and ready.actions[0].to == [3]
+    with pytest.raises(ScenarioError, match=r"actions\.0\.to: broker 3 does not exist \(brokers: \[1, 2\]\)"):
+        sc.for_cluster([1, 2], 1, 1)  # the move names a broker the cluster does not have
+    with pytest.raises(ScenarioError, match=r"no broker 1 \(its ids: \[0, 2, 5\]\)"):
+        sc.for_cluster([0, 2, 5], 3, 2)
+    err = error_of(minimal(system={"kind": "replication"}))  # a cluster the harness starts: how many
+    assert "system.brokers: required for system kind 'replication'" in str(err)
