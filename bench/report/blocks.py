@@ -471,8 +471,9 @@ def _cell(sp: dict[str, Any] | None, scale: float = 1.0) -> str:
     if not sp:
         return "-"
     med = fmt(sp["median"] * scale)
+    sep = " to " if sp["min"] < 0 else "-"  # a signed error: "-2.6 (-2.6 to -1.5)"
     return med if sp["n"] == 1 or sp["min"] == sp["max"] else \
-        f"{med} ({fmt(sp['min'] * scale)}-{fmt(sp['max'] * scale)})"
+        f"{med} ({fmt(sp['min'] * scale)}{sep}{fmt(sp['max'] * scale)})"
 
 
 def _machine(m: dict[str, Any]) -> str:

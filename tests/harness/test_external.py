@@ -165,8 +165,10 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expect: int) -> list[
 
 
 @pytest.mark.slow
-def test_external_run_touches_only_its_topics_and_reaches_every_client(make_cluster, run_scenario, monkeypatch):
-    """A real run against a cluster started on the side: a move and a broker kill / restart through
+def test_external_run_touches_only_its_topics_and_reaches_every_client(make_cluster, run_scenario, monkeypatch,
+                                                                      tmp_path):
+    """A real run against a cluster started on the side, from a scenario that names its bootstrap
+    and not its brokers: a move (estimated before its request) and a broker kill / restart through
     the scenario's commands pass the checkers; a topic without the prefix keeps every record; the
     run's topics are gone and the throttle is back afterwards; every client connection carried the
     scenario's client.id; the secret read from the environment is in no file of the run."""
@@ -191,13 +193,21 @@ def test_external_run_touches_only_its_topics_and_reaches_every_client(make_clus
                            {"at_s": 5, "kind": "kill_broker", "broker": 2},
                            {"at_s": 8, "kind": "restart_broker", "broker": 2}]
         data["consumers"] = {"mode": "tail", "members": 2}
-        [(run_dir, s)] = run_scenario(data)
+        del data["system"]["brokers"]  # a bootstrap address and nothing else: the cluster's brokers
+        from bench.analysis.estimate import RunModels
+        from tests.unit.test_estimate import model_json
+
+        [(run_dir, s)] = run_scenario(data, estimates=RunModels((model_json(tmp_path, fixed=0.5),)))
         assert s.get("error") is None, s.get("error")
         assert s["checks"]["valid"] is True, s["checks"]
         assert s["system"] == "external" and s["configuration"]["replication_factor"] == 2
         [move] = s["moves"]
         assert move["topic"] == "bench.t" and move["to"] == [3, 2] and move["move_seconds"] is not None
         assert move["protocol"]["leader_change_seconds"] is not None
+        assert s["configuration"]["brokers"] == 3  # from Metadata
+        # estimated before the request, from the cluster's configs (the system) and throttle
+        assert move["estimate_seconds"] > 0.5 and move["estimate_model_commit"] == "abc1234", move
+        assert move["estimate_error_pct"] is not None
         [outage] = s["outages"]
         assert outage["broker"] == 2 and outage["unavailable_seconds"] is not None
 

@@ -67,20 +67,21 @@ def make_cluster(tmp_path):
 
 @pytest.fixture
 def run_scenario(tmp_path):
-    """run_scenario(data, overrides=()) -> [(run_dir, summary), ...]: a scenario (a dict as in a
-    YAML file, or a built-in name) run through the harness's own runner and checkers, exactly as
-    `python -m bench run` does, with results under the test's temp dir."""
+    """run_scenario(data, overrides=(), estimates=None) -> [(run_dir, summary), ...]: a scenario (a
+    dict as in a YAML file, or a built-in name) run through the harness's own runner and checkers,
+    exactly as `python -m bench run` does, with results under the test's temp dir; ``estimates``:
+    what estimates each move before its request (`bench run` gives bench.analysis.estimate.RunModels)."""
     from bench.run.runner import run_scenario as run
     from bench.scenario import load_scenario, parse_scenario, resolve_scenario
 
     count = [0]
 
-    def go(data, overrides=()):
+    def go(data, overrides=(), estimates=None):
         count[0] += 1
         if isinstance(data, str):
             sc = load_scenario(resolve_scenario(data), list(overrides))
         else:
             sc = parse_scenario(data, "<test>", list(overrides))
-        return run(sc, out_dir=tmp_path / f"run-{count[0]}", progress=False)
+        return run(sc, out_dir=tmp_path / f"run-{count[0]}", progress=False, estimates=estimates)
 
     return go
