@@ -219,12 +219,13 @@ class StreamStore:
 
     def delete(self) -> None:
         """Drop all the partition holds in memory (it left this broker, or its topic is gone): its
-        cache, read blocks and indexes. What it served is in object storage."""
+        cache, read blocks, indexes and stream ranges. What it served is in object storage."""
         self.close()
         self.c_base, self.c_last, self.c_ts, self.c_data, self.head = [], [], [], [], 0
         self.cache_bytes = 0
         self._blocks, self._block_starts, self._block_bytes = [], [], 0
         self._indexes.clear()
+        self.ranges, self._range_starts = [], []
 
     # -- cold reads -------------------------------------------------------------------
     def _range_for(self, offset: int) -> dict | None:
