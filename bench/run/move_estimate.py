@@ -26,6 +26,9 @@ TP = tuple[str, int]
 # (a silent broker must not hold a move up): an estimate not ready by then is recorded as missing.
 RUN_WINDOW_S = 5.0
 RUN_WAIT_S = 2.0
+# A second sample older than this at the move's request (the move waited for earlier moves) is
+# taken again.
+FRESH_S = 1.0
 
 log = logging.getLogger("bench.run.move_estimate")
 
@@ -108,7 +111,11 @@ class RunEstimator:
 
     def estimate(self, action_id: int, plan: list[tuple[str, int, list[int]]], concurrency: int | None) -> dict:
         """The ``move_estimate`` event's detail for a planned move: the estimate's partitions and
-        total, or ``error`` saying why there is none."""
+        total, or ``error`` saying why there is none. Never holds the move up more than
+        ``RUN_WAIT_S``: the samples and the estimate's own requests (the brokers' configs) run in a
+        thread, and a move that waited for earlier moves (``after_moves``) takes a fresh second
+        sample, so its size is the one at its request."""
+        deadline = time.monotonic() + RUN_WAIT_S
         slot = self._samples.pop(action_id, None)
         if slot is None:
             return {"error": "no samples taken before the move"}
@@ -117,12 +124,28 @@ class RunEstimator:
             return {"error": f"the cluster's logs were not sampled within {RUN_WAIT_S:g} s of the move"}
         if len(got) < 2:
             return {"error": f"sampling the logs failed: {got[-1] if got else 'no sample'}"}
-        try:
-            with self._lock:
-                e = self._fn(self.admin(), [{"topic": t, "partition": p, "replicas": to} for t, p, to in plan],
-                             got[0], got[1], system=self.system, link_bytes_per_s=self.link, concurrency=concurrency)
-        except Exception as exc:  # noqa: BLE001 - no model for the system, no cap: said in the event
-            return {"error": f"{type(exc).__name__}: {exc}"}
+        out: dict[str, Any] = {}
+
+        def body() -> None:
+            try:
+                with self._lock:
+                    second = got[1]
+                    if time.time() - second.ts > FRESH_S:
+                        second = sample_logs(self.admin(), self.topics)
+                    out["e"] = self._fn(self.admin(), [{"topic": t, "partition": p, "replicas": to} for t, p, to in plan],
+                                        got[0], second, system=self.system, link_bytes_per_s=self.link,
+                                        concurrency=concurrency)
+            except Exception as exc:  # noqa: BLE001 - no model for the system, no cap: said in the event
+                out["error"] = f"{type(exc).__name__}: {exc}"
+
+        t = threading.Thread(target=body, name=f"estimate-{action_id}-plan", daemon=True)
+        t.start()
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            return {"error": f"no estimate within {RUN_WAIT_S:g} s (a broker slow to answer): the move went on"}
+        if "error" in out:
+            return {"error": out["error"]}
+        e = out["e"]
         keep = ("topic", "partition", "seconds", "seconds_low", "seconds_high", "bytes", "feasible",
                 "size_bytes", "ingest_bytes_per_s", "cap_bytes_per_s")
         return {"partitions": [{k: r.get(k) for k in keep} for r in e["partitions"]],

@@ -118,3 +118,47 @@ def test_facts_between_two_samples_take_size_and_ingest_from_the_leader_and_no_g
     second.leaders[("t", 0)] = -1
     with pytest.raises(est.EstimateError, match="no leader"):
         facts_between(plan[:1], first, second)
+
+
+def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting(monkeypatch):
+    """RunEstimator: samples a window before the move and at it; a move that waited (after_moves)
+    gets a fresh second sample; a cluster slow to answer costs the move at most RUN_WAIT_S and
+    leaves it without an estimate, said in the event."""
+    import time
+
+    from bench.run import move_estimate as me
+
+    samples: list[float] = []
+
+    def fake_sample(admin, topics):
+        samples.append(time.time())
+        return me.LogSample(time.time())
+
+    monkeypatch.setattr(me, "sample_logs", fake_sample)
+    monkeypatch.setattr(me, "RUN_WAIT_S", 0.3)
+    calls = []
+
+    def fn(admin, plan, first, second, *, system, link_bytes_per_s, concurrency):
+        calls.append((first.ts, second.ts))
+        return {"partitions": [{"topic": "t", "partition": 0, "seconds": 1.0}], "total_seconds": 1.0,
+                "feasible": True, "model": {}, "sample_seconds": second.ts - first.ts}
+
+    r = me.RunEstimator(fn, lambda: object(), {"t"}, "replication", None)
+    r.prepare(0, time.time() + 0.1)
+    time.sleep(0.2)
+    assert r.estimate(0, [("t", 0, [2])], None)["total_seconds"] == 1.0 and len(samples) == 2
+    r.prepare(1, time.time())
+    time.sleep(1.3)  # the move waited for earlier moves: its second sample is stale
+    assert "error" not in r.estimate(1, [("t", 0, [2])], None) and len(samples) == 5
+    assert calls[-1][1] == pytest.approx(samples[-1])
+
+    def slow(*a, **k):
+        time.sleep(2)
+
+    r = me.RunEstimator(slow, lambda: object(), {"t"}, "replication", None)
+    r.prepare(0, time.time())
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    out = r.estimate(0, [("t", 0, [2])], None)
+    assert time.monotonic() - t0 < 1.5 and "slow to answer" in out["error"]  # not the fn's 2 s
+    assert r.estimate(7, [("t", 0, [2])], None) == {"error": "no samples taken before the move"}
