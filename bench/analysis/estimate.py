@@ -1,10 +1,12 @@
-"""Estimates before a move (`bench reassign --estimate`): what a plan will take on a cluster, from
-what the protocol shows of it and a fitted move-time model, before anything is executed.
+"""Estimates before a move (`bench reassign --estimate`, and a run's before each of its moves): what
+a plan will take on a cluster, from what the protocol shows of it and a fitted move-time model,
+before anything is executed.
 
-Inputs (``PartitionFacts``, read by bench/cli/reassign.py through the Kafka protocol only): each
-planned partition's current and target replicas, its leader, the leader's log size
-(DescribeLogDirs) and its ingest (ListOffsets deltas over a short window, times the log's bytes per
-offset). The model is one system's :class:`~bench.analysis.model.MoveModel` from a ``model.json``
+Inputs (``PartitionFacts``, from two samples of the cluster's logs some seconds apart through the
+Kafka protocol only, bench/run/move_estimate.py; :func:`facts_between`): each planned partition's
+current and target replicas, its leader, the leader's log size (DescribeLogDirs) and its ingest
+(the log's growth between the samples); :func:`cluster_estimate` adds the brokers' configs (the
+system, their throttles, the shared system's WAL bounds). The model is one system's :class:`~bench.analysis.model.MoveModel` from a ``model.json``
 (``ModelSource``: which file, which runs and commit, whether its held-out checks passed and by how
 much they missed). Per partition:
 
@@ -273,8 +275,9 @@ def _total(rows: list[dict[str, Any]], sims: list[SimMove], caps: Caps, m: MoveM
 
 def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list[PartitionFacts]:
     """Each planned move's facts: replicas and leader now (``second``), the leader's log size and its
-    growth per second between the samples (the ingest; 0 where the log shrank: retention deleted a
-    segment meanwhile, or the leader changed)."""
+    ingest: the log's growth per second between the samples; where it shrank (retention deleted a
+    segment meanwhile) the new offsets (ListOffsets) times the log's mean bytes per offset (records
+    of mixed sizes make that mean wrong, so it is only the fallback); 0 across a leader change."""
     out = []
     dt = second.ts - first.ts
     for p in plan:
@@ -286,7 +289,14 @@ def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list
             raise EstimateError(f"{tp[0]}-{tp[1]} has no leader now: nothing to estimate its move from")
         size = float(second.sizes.get(tp, {}).get(leader, 0))
         before = first.sizes.get(tp, {}).get(leader) if first.leaders.get(tp) == leader else None
-        ingest = max(0.0, (size - before) / dt) if before is not None and dt > 0 else 0.0
+        ingest = 0.0
+        if before is not None and dt > 0:
+            if size >= before:
+                ingest = (size - before) / dt
+            elif tp in first.offsets and tp in second.offsets:
+                start, end = second.offsets[tp]
+                per_offset = size / (end - start) if end > start else 0.0
+                ingest = max(0.0, (end - first.offsets[tp][1]) / dt * per_offset)
         out.append(PartitionFacts(tp[0], tp[1], list(second.replicas[tp]), list(p["replicas"]), leader, size, ingest))
     return out
 
@@ -311,7 +321,7 @@ def broker_rates(admin, brokers: set[int]) -> dict[int, float]:
 def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSample, *, throttle: float | None = None,
                      link_bytes_per_s: float | None = None, concurrency: int | None = None,
                      model: str | Path | None = None, system: str | None = None,
-                     search: tuple[Path, ...] | None = None, source=None) -> dict[str, Any]:
+                     search: tuple[Path, ...] | None = None, source: ModelSource | None = None) -> dict[str, Any]:
     """The estimate of ``plan`` from two samples: the system from the brokers' configs unless named,
     the throttle each broker has unless one is given (what --execute would set), the model from
     ``model`` or the first of ``search`` that has one (default :data:`MODEL_PATHS`),
@@ -326,13 +336,11 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
     handover = None
     if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
         handover = Handover(float(configs["wal.upload.threshold.bytes"]),
-                                float(configs.get("wal.upload.interval.ms") or 0) / 1000)
+                            float(configs.get("wal.upload.interval.ms") or 0) / 1000)
     e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover)
     e["detected_system"] = system is None
     e["sample_seconds"] = round(second.ts - first.ts, 3)
     return e
-
-
 
 
 class RunModels:

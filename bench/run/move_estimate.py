@@ -41,11 +41,16 @@ class LogSample:
     replicas: dict[TP, list[int]] = field(default_factory=dict)
     leaders: dict[TP, int] = field(default_factory=dict)
     sizes: dict[TP, dict[int, int]] = field(default_factory=dict)  # broker -> partition_size
+    offsets: dict[TP, tuple[int, int]] = field(default_factory=dict)  # the leader's (local start, end)
 
 
 def sample_logs(admin, topics: set[str]) -> LogSample:
-    """Replicas and leaders (Metadata) and every replica's log size (DescribeLogDirs of the brokers
-    holding one) of ``topics``; a broker that does not answer is left out."""
+    """Replicas and leaders (Metadata), every replica's log size (DescribeLogDirs of the brokers
+    holding one) and the leaders' offsets (ListOffsets) of ``topics``; a broker that does not answer
+    is left out."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
     s = LogSample(time.time())
     for t in admin.describe_topics(sorted(topics)):
         if t.get("error_code"):
@@ -59,6 +64,8 @@ def sample_logs(admin, topics: set[str]) -> LogSample:
     for key, per in sizes.items():
         topic, _, part = key.rpartition("-")
         s.sizes[(topic, int(part))] = {int(b): v for b, v in per.items()}
+    led = [TopicPartition(*tp) for tp, b in s.leaders.items() if b >= 0]
+    s.offsets = mp.leader_offsets(admin, led, OffsetSpec, 5000)
     s.ts = (s.ts + time.time()) / 2
     return s
 

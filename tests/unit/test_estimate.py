@@ -113,6 +113,11 @@ def test_facts_between_two_samples_take_size_and_ingest_from_the_leader_and_no_g
     assert (a.replicas, a.target, a.leader, a.size_bytes, a.ingest_bytes_per_s, a.adding) == (
         [1, 2], [2, 3], 1, 1_400_000, 100_000, [3])
     assert (b.leader, b.size_bytes, b.ingest_bytes_per_s) == (3, 6_000, 0.0)  # a new leader: no growth known
+    # retention deleted a segment between the samples: the new offsets times the bytes per offset
+    first.offsets[("t", 0)], second.offsets[("t", 0)] = (0, 1000), (500, 1200)
+    second.sizes[("t", 0)][1] = 700_000
+    (a,) = facts_between(plan[:1], first, second)
+    assert a.ingest_bytes_per_s == pytest.approx(200 / 4 * 700_000 / 700)
     with pytest.raises(est.EstimateError, match="no such partition"):
         facts_between([{"topic": "t", "partition": 9, "replicas": [1]}], first, second)
     second.leaders[("t", 0)] = -1
