@@ -119,8 +119,9 @@ ESTIMATE_NOTE = (
     "samples {window:g} s apart, the brokers' throttles, the emulated link, and a move-time model from runs "
     "stored *before* this one (its commit in the last column; never the run's own moves). Error = (estimate - "
     "move_seconds) / move_seconds: + the estimate was long, - short. Band: the model's own error band, as "
-    "--estimate prints it. Per partition, as if it moved alone (moves sharing a broker slow each other: the "
-    "action's total is the simulator's).")
+    "--estimate prints it. Moves an action made alone only: a move of a drain or a rebalance counts from the "
+    "action's request, its wait for a free slot included (summary.json's actions set the action's total "
+    "estimate beside its time).")
 
 ESTIMATE_HEAD = ["configuration", "moves estimated", "estimate s", "move_seconds", "error (median)",
                  "|error| median / max", "inside its band", "within ±15 %", "model commit"]
@@ -131,7 +132,7 @@ def estimate_rows(moves: list[dict[str, Any]], configs: list[dict[str, Any]]) ->
     columns); configurations whose runs made no estimate are left out."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for m in moves:
-        if m.get("estimate_seconds") is not None and m.get("move_seconds") is not None:
+        if m.get("estimate_error_pct") is not None:
             by[m["config_key"]].append(m)
     out = []
     for c in configs:

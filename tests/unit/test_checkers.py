@@ -677,3 +677,19 @@ def test_a_declared_move_metric_reaches_the_summary_and_the_report(monkeypatch):
     config = {"config_label": "c", "config_key": "c", "runs": 3, "repetitions": 3, "moves": 3,
               "elect_seconds_median": 0.5, "elect_seconds_min": 0.4, "elect_seconds_max": 0.7}
     assert report_tables.more_moves_rows([config]) == [["c", "3", "0.5 (0.4–0.7)"]]
+
+
+def test_a_moves_estimate_in_an_action_of_several_is_compared_at_the_action():
+    rows = move_rows() + [event_row("move_estimate", T0 + 9.9, {
+        "action_id": 0, "total_seconds": 4.0, "model": {},
+        "partitions": [{"topic": "t", "partition": p, "seconds": 3.0, "seconds_low": 2.7, "seconds_high": 3.3}
+                       for p in (0, 1)]})]
+    rows = [event_row("action_start", T0 + 10.0, {"action": "drain_broker", "broker": 1, "action_id": 0,
+                                                  "partitions": [{"topic": "t", "partition": 0, "from": [1], "to": [2]},
+                                                                 {"topic": "t", "partition": 1, "from": [1], "to": [3]}]})
+            if r.get("event") == "action_start" else r for r in rows]
+    result = check_move_seconds(to_table(rows))
+    assert len(result["moves"]) == 2
+    assert all("estimate_error_pct" not in m and m["estimate_seconds"] == 3.0 for m in result["moves"])
+    (action,) = result["actions"]
+    assert action["estimate_seconds"] == 4.0

@@ -472,6 +472,7 @@ def test_the_estimates_table_sets_each_configurations_estimates_beside_its_moves
              {"config_key": "c", "move_seconds": 10.0, "estimate_seconds": 7.0, "estimate_seconds_low": 6.0,
               "estimate_seconds_high": 8.0, "estimate_error_pct": -30.0, "estimate_model_commit": "abcdef0123456"},
              {"config_key": "c", "move_seconds": 10.0, "estimate_seconds": None},  # a move without an estimate
+             {"config_key": "c", "move_seconds": 30.0, "estimate_seconds": 9.0, "estimate_error_pct": None},  # a drain's
              {"config_key": "d", "move_seconds": 5.0, "estimate_seconds": None}]
     configs = [{"config_key": "c", "config_label": "copy"}, {"config_key": "d", "config_label": "shared"}]
     (row,) = estimate_rows(moves, configs)  # d made no estimate: left out

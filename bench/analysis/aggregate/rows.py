@@ -245,7 +245,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             # this row's move_seconds.
             "estimate_seconds": sm.get("estimate_seconds"), "estimate_seconds_low": sm.get("estimate_seconds_low"),
             "estimate_seconds_high": sm.get("estimate_seconds_high"),
-            "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs),
+            "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs) if single else None,
             "estimate_model_commit": sm.get("estimate_model_commit"),
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
