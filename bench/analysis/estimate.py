@@ -42,10 +42,10 @@ from bench.analysis.model.budget import WIRE_PAYLOAD_SHARE
 from bench.analysis.rebalance import SimMove, simulate
 from bench.run import move_progress as mp
 from bench.run.move_estimate import LogSample
+from bench.paths import ROOT
 
 # Where a model is looked for when none is named: a local aggregate, then the repository's bundled
 # one (the models of the last stored `make bench`, docs/measured.md).
-ROOT = Path(__file__).resolve().parents[2]
 MODEL_PATHS = (ROOT / "results/aggregate/model.json",
                ROOT / "docs/measurements/bundles/models/files/aggregate/model.json")
 

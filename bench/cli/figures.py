@@ -22,6 +22,8 @@ import json
 import sys
 from pathlib import Path
 
+from bench.paths import MEASUREMENTS
+
 
 def cmd_figures(args) -> int:
     from bench.report import blocks as fig
@@ -40,7 +42,7 @@ def cmd_figures(args) -> int:
         measurements = Path(args.dir)
         wrong = [p for n in fig.extract_names(measurements) for p in fig.rederive(n, measurements)] \
             if args.check else []
-        if args.check and measurements == Path(fig.MEASUREMENTS):
+        if args.check and measurements == MEASUREMENTS:
             from bench.report import faults_doc
 
             wrong += faults_doc.stale()  # docs/faults.md's table from the faults bundle
@@ -96,8 +98,6 @@ def cmd_verify(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from bench.report.blocks import MEASUREMENTS
-
     f = sub.add_parser("figures", help="render the README's figure blocks from docs/measurements/*.json "
                                        "(collect: make such an extract from stored runs)")
     f.add_argument("--check", action="store_true", help="change nothing: re-derive every extract from its bundle, "

@@ -42,9 +42,8 @@ from bench.check.safety import safety_counts
 from bench.report import evidence
 from bench.check.summary import load_cpu_s_per_1000
 from bench.report.model_text import check_unit, check_values
+from bench.paths import MEASUREMENTS, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-MEASUREMENTS = ROOT / "docs" / "measurements"
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[A-Za-z0-9._-]+) begin -->\n)(?P<body>.*?)(<!-- figures:(?P=name) end -->)",
                    re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")

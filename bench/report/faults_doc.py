@@ -27,8 +27,8 @@ from bench.report.format import commit_label
 from bench.scenario import FAULT_RECOVERY, builtin_scenarios, expand, load_scenario
 from bench.scenario.actions import SPECS
 from systems.registry import NAMES as SYSTEMS
+from bench.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "faults.md"
 HEADING = "## Fault suite"
 BUNDLE_FILES = "docs/measurements/bundles/faults/files"  # the runs behind the section, in the repository

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from bench.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # Distribution name -> the key the report shows ("seaweedfs": the embedded S3 server's binary).
 _DISTRIBUTIONS = {

@@ -83,8 +83,8 @@ from bench.run.move_estimate import EstimateFn, RunEstimator
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
 from bench.scenario import Scenario, Topic, expand, get_path, split_repetition
 from systems.core.config import known as config_keys
+from bench.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = ROOT / "results"
 
 VERIFY_MIN_BYTES_PER_S = 4e6  # the verifying consumer's bound: 120 s + the partitions' bytes at this rate

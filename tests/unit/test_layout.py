@@ -100,13 +100,13 @@ def test_harness_never_compares_a_system_name():
 
 # The harness's layers, top to bottom: a module may import its own layer and those below it
 # (DESIGN.md: follow the data). bench.results (the aggregate's tables as DataFrames) belongs to the
-# analysis layer; bench.units, bench.latency (value parsers) and the package root are utilities every
+# analysis layer; bench.units, bench.latency (value parsers), bench.paths and the package root are utilities every
 # layer may use; workloads/
 # and systems/ lie below the harness.
 LAYERS = ("bench.cli", "bench.report", "bench.analysis", "bench.run", "bench.check", "bench.scenario",
           "bench.history", "workloads", "systems")
 LAYER_OF = {"bench.results": "bench.analysis", "bench.__main__": "bench.cli"}
-UTILITIES = ("bench", "bench.units", "bench.latency")
+UTILITIES = ("bench", "bench.units", "bench.latency", "bench.paths")
 
 
 def _layer(module: str) -> int | None:
