@@ -428,7 +428,7 @@ def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims:
                         "value_s": value if ok else None,
                         "value_text": (("never (ingest outruns the copy)" if p["never"] else mdl.human_seconds(value))
                                        if ok else None),
-                        "bytes_moved": p["bytes_moved"], "error_pct": p["error_pct"],
+                        "bytes_moved": p["bytes_moved"], "moves": 1, "error_pct": p["error_pct"],
                         "validations": v.axes, "reason": p["reason"], "basis": p["basis"],
                         "validity": p["validity"], "validity_text": p.get("validity_text"), "budget": p["budget"],
                         "replication_factor": p["replication_factor"], "version": m.version})
@@ -450,7 +450,7 @@ def headline(models: dict[str, mdl.MoveModel], valid: dict[str, Validity], sims:
                         "value_s": secs if ok and secs is not None and math.isfinite(secs) else None,
                         "value_text": (mdl.human_seconds(secs) if secs is not None and math.isfinite(secs)
                                        else "never (ingest outruns the copy)") if ok else None,
-                        "bytes_moved": s["bytes_moved"] if ok else None,
+                        "bytes_moved": s["bytes_moved"] if ok else None, "moves": s["moves"] if s else None,
                         "error_pct": mv["error_pct"] if ok else None, "validations": sv.axes, "reason": reason,
                         "basis": (f"{s['moves']:,} moves simulated; {m.formula()}" if s else m.formula()),
                         "validity": mv["validity"], "validity_text": mv.get("validity_text"),
@@ -469,7 +469,7 @@ def unmodelled(notes: dict[str, str]) -> list[dict[str, Any]]:
             for gbit in HEADLINE_LINKS_GBIT:
                 out.append({"case": case, "title": title, "system": system, "system_label": label, "link_gbit_s": gbit,
                             "status": "not validated", "value_s": None, "value_text": None, "bytes_moved": None,
-                            "error_pct": None, "validations": [], "reason": f"no move-time model ({why})",
+                            "moves": None, "error_pct": None, "validations": [], "reason": f"no move-time model ({why})",
                             "basis": "no model", "validity": {}, "validity_text": None, "budget": None,
                             "replication_factor": production_rf(system), "version": None})
     return out

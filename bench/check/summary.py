@@ -106,6 +106,7 @@ from bench.check.safety import verdict_counts
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
+    COUNTER_OBJSTORE_REQUESTS,
     EVENT_ACTION_START,
     EVENT_COUNTER,
     EVENT_CPU_SAMPLE,
@@ -124,7 +125,7 @@ from bench.history.names import (
     SOURCE_CLIENT,
 )
 from bench.check.view import hashable, tp_of
-from bench.history.names import LOG_DIRS_EVERY, POLL_INTERVAL_S, PROTOCOL_POLL_S
+from bench.history.names import LOG_DIRS_EVERY, OBJSTORE_REQUEST_KINDS, POLL_INTERVAL_S, PROTOCOL_POLL_S
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
@@ -344,6 +345,9 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
             # are counted by the brokers; the protocol view has the added replicas' size instead.
             "bytes_moved_inter_broker": int(ib) if journaled else None,
             "bytes_moved_objstore": int(obj) if journaled else None,
+            # what the move asked of the object store, by request kind (its close and open)
+            "objstore_requests": ({k: int((c or {}).get(COUNTER_OBJSTORE_REQUESTS.format(kind=k), 0))
+                                   for k in OBJSTORE_REQUEST_KINDS} if journaled else None),
             "bytes_written_during_move": during,
             **split_bytes_moved(int(ib) + int(obj) if journaled else None, during),
             "unavailable_seconds": unavail.get((aid, tp[0], tp[1])),

@@ -46,7 +46,7 @@ def cmd_report(args) -> int:
     from bench.report import ReportError, build_report
 
     try:
-        out = build_report(args.aggregate, args.out)
+        out = build_report(args.aggregate, args.out, args.prices)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="HTML + Markdown comparison report from the aggregate")
     rp.add_argument("--aggregate", default="results/aggregate", help="aggregate directory (default: results/aggregate)")
     rp.add_argument("--out", default="results/report", help="output directory (default: results/report)")
+    rp.add_argument("--prices", metavar="FILE", default=None,
+                    help="price table a move's cost is priced with (YAML; default: AWS us-east-1 list prices, "
+                         "bench/analysis/prices/aws-us-east-1.yaml, its sources and date inside)")
     rp.set_defaults(func=cmd_report)
 
     reassign.add_parser(sub)

@@ -28,6 +28,8 @@ journal record                            history event(s)
 any record about an internal topic        ``internal_topic`` (``__consumer_offsets``: the group
                                           coordinator's own log, not the scenario's data)
 anything else                             kept as is (same event name, fields in detail)
+any record with ``objstore_requests``     also ``counter objstore_<kind>_requests`` per kind it
+                                          counted (a move's close or open: its S3 requests)
 ========================================  ===========================================================
 
 Every row keeps the journal's fields in ``detail`` plus ``journal_event`` (the original name) and
@@ -44,6 +46,7 @@ from typing import Any
 from bench.history.names import (
     COUNTER_INTER_BROKER,
     COUNTER_OBJSTORE,
+    COUNTER_OBJSTORE_REQUESTS,
     COUNTER_SENT_INTER_BROKER,
     EVENT_COPY_START,
     EVENT_COUNTER,
@@ -105,7 +108,23 @@ def _tp(rec: dict) -> tuple[str, int] | None:
 def translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = None) -> list[dict]:
     """One journal record -> history event rows (see the module docstring); ``meaning`` is the
     system profile's reading of its own journal events. Never raises on odd records: a record
-    without ``ts`` or ``event`` is kept as ``journal_malformed``."""
+    without ``ts`` or ``event`` is kept as ``journal_malformed``. A record's `objstore_requests`
+    ({kind: count}, any system's) adds one counter per kind it made requests of."""
+    rows = _translate(rec, meaning, windows)
+    reqs = rec.get("objstore_requests")
+    if rows and isinstance(reqs, dict) and rows[0]["event"] != EVENT_INTERNAL_TOPIC:
+        first = rows[0]
+        for kind, n in sorted(reqs.items()):
+            if isinstance(n, int) and n > 0:
+                d = {k: v for k, v in first["detail"].items() if k != "objstore_requests"}
+                rows.append(event_row(EVENT_COUNTER, first["ts"],
+                                      {**d, "name": COUNTER_OBJSTORE_REQUESTS.format(kind=kind), "value": n,
+                                       "broker": rec.get("source")},
+                                      topic=first.get("topic"), partition=first.get("partition")))
+    return rows
+
+
+def _translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None = None) -> list[dict]:
     ts, name = rec.get("ts"), rec.get("event")
     base = {k: v for k, v in rec.items() if k not in ("ts", "event")}
     if not isinstance(ts, (int, float)) or not isinstance(name, str):

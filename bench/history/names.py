@@ -87,6 +87,10 @@ INTERNAL_TOPIC_PREFIX = "__"
 COUNTER_INTER_BROKER = "bytes_moved_inter_broker"  # bytes copied broker -> broker for a move (receiver)
 COUNTER_SENT_INTER_BROKER = "bytes_sent_inter_broker"  # the same bytes seen by the sender
 COUNTER_OBJSTORE = "bytes_moved_objstore"  # bytes uploaded to / read from object storage for a move
+# A move's object-store requests of one kind (systems.shared.objstore.REQUEST_KINDS): the counter
+# objstore_put_requests etc., from the `objstore_requests` field of a move's close or open record
+COUNTER_OBJSTORE_REQUESTS = "objstore_{kind}_requests"
+OBJSTORE_REQUEST_KINDS = ("put", "get", "list", "head", "delete")  # = systems.shared.objstore.REQUEST_KINDS (tested)
 
 # How often the harness looks (bench/run/observe.py): the time resolution of what the history says
 # about moves, which summaries and the report state.

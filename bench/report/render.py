@@ -16,6 +16,7 @@ from typing import Any
 
 from bench import results
 from bench.analysis.aggregate.tables import DEFAULT_OUT as DEFAULT_AGG
+from bench.analysis.cost import PriceError, Prices, load_prices
 from bench.analysis.aggregate.tables import TABLES
 from bench.report.figures import FIGURES, Figure
 from bench.report.headline_figure import fig_headline
@@ -55,17 +56,24 @@ def title(t) -> str:
     return "Partition reassignment: " + " vs ".join(label(s) for s in systems)
 
 
-def view(t, model: dict[str, Any], figs: list[Figure], headline: Figure | None = None) -> View:
+def view(t, model: dict[str, Any], figs: list[Figure], headline: Figure | None = None,
+         prices: Prices | None = None) -> View:
     """The report's view: configurations and link fills with systems in registry order."""
     order = {s: i for i, s in enumerate(systems_of(t["configs"]))}
     configs = sorted(t["configs"], key=lambda c: (c["scenario"] or "", order[c["system"]], c["config_label"] or ""))
     lorder = {s: i for i, s in enumerate(systems_of(t["move_links"]))}
     links = sorted(t["move_links"], key=lambda m: (lorder[m["system"]], m["run_key"]))
-    return View(t, configs, links, label, model, model.get("notes"), None, figs, headline)
+    return View(t, configs, links, label, model, model.get("notes"), None, figs, headline,
+                prices if prices is not None else load_prices())
 
 
-def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | os.PathLike[str] = DEFAULT_REPORT
-                 ) -> dict[str, Path]:
+def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | os.PathLike[str] = DEFAULT_REPORT,
+                 prices: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+    """``prices``: the price table a move's cost is priced with (default: bench/analysis/prices/)."""
+    try:
+        price_table = load_prices(prices)
+    except PriceError as e:
+        raise ReportError(str(e)) from None
     t, model = load(agg_dir)
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -74,7 +82,7 @@ def build_report(agg_dir: str | os.PathLike[str] = DEFAULT_AGG, out_dir: str | o
     for f in figs + ([head] if head is not None else []):
         (out / "figures" / f"{f.name}.png").write_bytes(f.png)
     synthetic = [r["run_key"] for r in t["runs"] if r.get("synthetic")]
-    v = view(t, model, figs, head)
+    v = view(t, model, figs, head, price_table)
     (out / "report.md").write_text(report_markdown(v, synthetic), encoding="utf-8")
     (out / "report.html").write_text(report_html(v, synthetic), encoding="utf-8")
     return {"html": out / "report.html", "markdown": out / "report.md", "figures": out / "figures"}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.analysis.cost import Prices, load_prices
 from bench.check.moves import BYTES_SPLIT_NOTE
 from bench.check.safety import verdict_counts
 from bench.report import tables as tb
@@ -38,6 +39,10 @@ class View:
     headline: list[dict[str, Any]] | None = None  # the headline inside the model section (summary.md)
     figures: list[Any] = field(default_factory=list)  # bench.report.figures.Figure
     headline_figure: Any = None  # the answer at a glance, the headline's (bench.report.figures.fig_headline)
+    prices: Prices = field(default_factory=load_prices)  # what a move's bytes and requests cost (bench/analysis/cost.py)
+
+    def headline_cases(self) -> list[dict[str, Any]]:
+        return self.model.get("headline") or self.headline or []
 
 
 Text = str | Callable[[View], str]
@@ -176,6 +181,14 @@ PROTOCOL = Section(tb.PROTOCOL_TITLE, note=lambda v: tb.protocol_note(), head=tb
 ESTIMATES = Section(tb.ESTIMATE_TITLE, note=lambda v: tb.estimate_note(), head=tb.ESTIMATE_HEAD,
                     rows=lambda v: tb.estimate_rows(v.t["moves"], v.configs),
                     applies=lambda v: bool(tb.estimate_rows(v.t["moves"], v.configs)))
+COSTS = Section(tb.COST_TITLE, note=lambda v: tb.cost_note(v.prices), head=tb.COST_HEAD,
+                rows=lambda v: tb.cost_rows(v.prices, v.t["moves"], v.configs), applies=has_moves,
+                empty=lambda v: not tb.cost_rows(v.prices, v.t["moves"], v.configs),
+                empty_text="No move of these runs journaled its bytes and object-store requests (runs older than "
+                           "the request counts, or a cluster without a journal the harness reads).")
+HEADLINE_COSTS = Section(tb.HEADLINE_COST_TITLE, note=tb.HEADLINE_COST_NOTE, head=tb.HEADLINE_COST_HEAD,
+                         rows=lambda v: tb.headline_cost_rows(v.prices, v.t["moves"], v.headline_cases()),
+                         applies=lambda v: bool(v.headline_cases()))
 CONSUMERS = Section(tb.CONSUMERS_TITLE, note=tb.CONSUMERS_NOTE, head=tb.CONSUMERS_HEAD,
                     rows=lambda v: tb.consumer_rows(v.t["consumers"], v.configs),
                     applies=lambda v: bool(v.t.get("consumers")))
@@ -211,8 +224,8 @@ MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.hea
 
 # The two documents, in order.
 REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, SCALE, MEASURED, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, PROTOCOL,
-          ESTIMATES, CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
-SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, ESTIMATES, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
+          ESTIMATES, COSTS, HEADLINE_COSTS, CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
+SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, ESTIMATES, COSTS, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
            HOST, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

@@ -9,11 +9,13 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from bench.analysis import cost
 from bench.analysis.aggregate.discovery import UNKNOWN, setting_text
 from bench.check.host import MIN_SAMPLES, SATURATED_BUSY_PCT, STEAL_NOTICE_PCT
 from bench.check.metrics import MOVE_METRICS, MoveMetric
 from bench.check.safety import VERDICTS, verdict_counts
 from bench.check.summary import current_configuration, upgrade_summary
+from bench.history.names import OBJSTORE_REQUEST_KINDS
 from bench.check.windows import PHASES
 from bench.scenario.scale import STANDS_FOR
 from bench.history.names import EVENT_LEADER_CHANGE
@@ -155,6 +157,60 @@ def estimate_note() -> str:
     from bench.run.move_estimate import RUN_WINDOW_S
 
     return ESTIMATE_NOTE.format(window=RUN_WINDOW_S)
+
+
+COST_TITLE = "What a move costs"
+
+COST_HEAD = ["configuration", "moves", "bytes between brokers", "bytes to/from object storage",
+             "requests PUT / GET / LIST / HEAD / DELETE", "transfer", "requests", "cost per move (max)"]
+
+HEADLINE_COST_TITLE = "What the headline cases cost"
+
+HEADLINE_COST_NOTE = ("Each headline case priced with the table above: a copying system's projected bytes between "
+                      "brokers (known only where the case's time is validated), the object-store requests per move "
+                      "measured on that system's moves (the median of the configurations above) times the case's "
+                      "moves (the cluster case's simulated moves). A case the network cannot carry is not priced.")
+
+HEADLINE_COST_HEAD = ["case", "system", "link", "moves", "bytes between brokers",
+                      "requests PUT / GET / LIST / HEAD / DELETE", "cost", "why not priced"]
+
+
+def cost_note(prices: cost.Prices) -> str:
+    return (f"Medians over each configuration's single-partition moves of the bytes the move sent between "
+            f"brokers (the receiving brokers' counters) and the object-store requests its close and open "
+            f"made (counted by the brokers' S3 client under the move's own tag, apart from the WAL's uploads "
+            f"and readers' GETs beside it), priced with {prices.cite()}. "
+            f"{cost.ZONES_NOTE} "
+            f"Prices: {prices.cross_zone_per_gb:g} {prices.currency} per GB crossing a zone; per 1,000 requests "
+            + ", ".join(f"{k.upper()} {v:g}" for k, v in prices.requests_per_1000.items())
+            + f". {prices.note} The headline cases below are priced from the same medians.")
+
+
+def _money(x: Any, currency: str) -> str:
+    if x is None:
+        return MISSING
+    return f"{x:.6f} {currency}" if x < 0.01 else f"{x:,.2f} {currency}"
+
+
+def _reqs(r: dict[str, Any] | None) -> str:
+    return MISSING if r is None else " / ".join(fmt_num(r[k]) for k in OBJSTORE_REQUEST_KINDS)
+
+
+def cost_rows(prices: cost.Prices, moves: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[list[Any]]:
+    by = cost.cost_by_config(prices, moves)
+    return [[c["config_label"] or c["config_key"], x["moves"], format_bytes(x["inter_broker_bytes"]),
+             format_bytes(x["objstore_bytes"]), _reqs(x["requests"]), _money(x["transfer"], prices.currency),
+             _money(x["requests_cost"], prices.currency),
+             f"{_money(x['total'], prices.currency)} ({_money(x['total_max'], prices.currency)})"]
+            for c in configs if (x := by.get(c["config_key"]))]
+
+
+def headline_cost_rows(prices: cost.Prices, moves: list[dict[str, Any]], headline: list[dict[str, Any]]
+                       ) -> list[list[Any]]:
+    rows = cost.headline_costs(prices, headline, cost.cost_by_config(prices, moves))
+    return [[r["case"], r["system"], f"{r['link_gbit_s']:g} Gbit/s", fmt_num(r["moves"]),
+             format_bytes(r["inter_broker_bytes"]) if r["inter_broker_bytes"] is not None else MISSING,
+             _reqs(r["requests"]), _money(r["total"], prices.currency), r["why"] or ""] for r in rows]
 
 
 CONSUMERS_TITLE = "Consumers across moves and faults"

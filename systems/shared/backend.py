@@ -38,7 +38,7 @@ from systems.core.partition import Partition
 from systems.core.producer_state import ProducerStateTable
 from systems.core.rpc import RpcError, RpcUnavailable
 from systems.shared import formats
-from systems.shared.objstore import ObjectStore, ObjectStoreError, TokenBucket
+from systems.shared.objstore import ObjectStore, ObjectStoreError, TokenBucket, purpose
 from systems.shared.settings import DEFAULTS as SETTINGS_DEFAULTS
 from systems.shared.settings import SharedSettings, failpoint, s3_config
 from systems.shared.store import StreamStore
@@ -47,6 +47,11 @@ from systems.shared.streams import OPENED, STREAM_FENCED, STREAM_NOT_CLOSED, STR
 log = logging.getLogger("shared.backend")
 
 IDLE, RECOVERING, READY, CLOSING, CLOSED, FENCED = "idle", "recovering", "ready", "closing", "closed", "fenced"
+
+
+def _requests_tag(step: str, p) -> str:
+    """The purpose a partition's close or open counts its object-store requests under."""
+    return f"{step}:{p.topic}-{p.index}"
 
 
 def _ms(a: float, b: float) -> float:
@@ -390,6 +395,14 @@ class SharedBackend(Backend):
 
     # -- recovery: step 6 ---------------------------------------------------------------
     async def recover(self, p: SharedPartition) -> None:
+        tag = _requests_tag("open", p)
+        try:
+            with purpose(tag):
+                await self._recover(p, tag)
+        finally:
+            self.store.take_requests(tag)  # an open that stopped short journals nothing
+
+    async def _recover(self, p: SharedPartition, tag: str) -> None:
         t0 = time.monotonic()
         delay = 0.02
         res = self._opened_for_me(p)  # the election opened the streams for this broker
@@ -480,7 +493,8 @@ class SharedBackend(Backend):
                                 preopened=preopened,
                                 replay_bytes=replay_bytes, end_offset=data["end"], leader_epoch=p.leader_epoch,
                                 data_objects=len(data["ranges"]),  # every range the open got and indexed
-                                stream_epoch=p.data_epoch, producer_ids=sorted(producers.producers))
+                                stream_epoch=p.data_epoch, producer_ids=sorted(producers.producers),
+                                objstore_requests=self.store.take_requests(tag))
         if move.get("to") == self.broker.id and move.get("cause") == "reassign":
             failpoint(self.settings, "target.serving", self.broker.events)
 
@@ -530,6 +544,14 @@ class SharedBackend(Backend):
             self.report_memory(every_s=0)  # what the broker holds once the partition has left
 
     async def _close(self, p: SharedPartition, prev: str, why: str, elect: bool) -> None:
+        tag = _requests_tag("close", p)
+        try:
+            with purpose(tag):
+                await self._close_streams(p, prev, why, elect, tag)
+        finally:
+            self.store.take_requests(tag)
+
+    async def _close_streams(self, p: SharedPartition, prev: str, why: str, elect: bool, tag: str) -> None:
         t0 = time.monotonic()
         p._move = self._last_move(p) if why == "moved" else {}
         if prev == RECOVERING and p.recovery_task is not None:
@@ -557,7 +579,7 @@ class SharedBackend(Backend):
                 return
             if self.settings.handoff == "snapshot":
                 failpoint(self.settings, "source.before_handoff", self.broker.events)
-                await self._hand_off(p, why, elect, t0, t_wal)
+                await self._hand_off(p, why, elect, t0, t_wal, tag)
                 return
             async with p.upload_lock:
                 # Step 3: persist the meta stream, marked as a clean shutdown.
@@ -593,7 +615,8 @@ class SharedBackend(Backend):
                                     force_upload_ms=_ms(t_meta, t_up), force_upload_bytes=forced,
                                     stream_close_ms=_ms(t_up, t_close), close_total_ms=_ms(t0, t_close),
                                     data_objects=len(p.store.ranges),  # the close walks none of them
-                                    end_offset=p.store.confirmed, elected=res.get("elected"))
+                                    end_offset=p.store.confirmed, elected=res.get("elected"),
+                                    **self._move_requests(why, tag))
             self.trim_wal()
         except _Fenced as e:
             p.fence(str(e))
@@ -605,7 +628,7 @@ class SharedBackend(Backend):
         finally:
             p.fail_waiters(errors.NOT_LEADER_OR_FOLLOWER)
 
-    async def _hand_off(self, p: SharedPartition, why: str, elect: bool, t0: float, t_wal: float) -> None:
+    async def _hand_off(self, p: SharedPartition, why: str, elect: bool, t0: float, t_wal: float, tag: str) -> None:
         """The snapshot close (AutoMQ V6): one controller call commits the tail's WAL ranges by
         reference, closes the streams with the final partition state on the meta stream, and
         elects (and opens for) the target, which serves from that state: nothing is PUT or GET
@@ -635,7 +658,14 @@ class SharedBackend(Backend):
                                 tail_ref_bytes=tail, tail_ref_objects=len(refs),
                                 handoff_doc_bytes=len(json.dumps(doc, separators=(",", ":"))),
                                 close_total_ms=_ms(t0, t_close), data_objects=len(p.store.ranges),
-                                end_offset=p.store.confirmed, elected=res.get("elected"))
+                                end_offset=p.store.confirmed, elected=res.get("elected"),
+                                **self._move_requests(why, tag))
+
+    def _move_requests(self, why: str, tag: str) -> dict:
+        """A close's object-store requests, journaled where a move caused it (a shutdown's or a lost
+        lease's close is not a move's cost)."""
+        requests = self.store.take_requests(tag)
+        return {"objstore_requests": requests} if why == "moved" else {}
 
     async def _rpc_retry(self, method: str, p: SharedPartition, **params) -> dict:
         delay = 0.05

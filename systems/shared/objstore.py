@@ -4,6 +4,10 @@
 - `TokenBucket`: a byte-rate limiter usable from threads and from asyncio.
 - `ObjectStore`: put/get/range/list/delete (+ async variants on a thread pool), every transfer
   paid through the token buckets, with counters in `stats()`.
+- `purpose(tag)`: requests made inside it (in a coroutine, and the tasks and pool calls it
+  starts) are also counted under `tag` by kind (`REQUEST_KINDS`), for `take_requests(tag)`: how a
+  move's close and open say what they asked of the object store, apart from the WAL's uploads and
+  the readers' GETs running beside them.
 - Errors are one family: `ObjectStoreError` and its subclasses `ObjectStoreUnavailable`,
   `ObjectNotFound`, `ObjectStoreAuthError`. Messages name the endpoint and bucket, never a key.
 
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import functools
 import io
 import os
@@ -34,7 +40,7 @@ from minio.error import InvalidResponseError, MinioException, S3Error, ServerErr
 from minio.helpers import MAX_PART_SIZE, MIN_PART_SIZE
 
 __all__ = [
-    "S3Config", "TokenBucket", "ObjectStore",
+    "S3Config", "TokenBucket", "ObjectStore", "REQUEST_KINDS", "purpose",
     "ObjectStoreError", "ObjectStoreUnavailable", "ObjectNotFound", "ObjectStoreAuthError",
 ]
 
@@ -53,6 +59,22 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchObject", "NoSuchVersion"})
 _UNAVAILABLE_CODES = frozenset({
     "ServiceUnavailable", "SlowDown", "InternalError", "RequestTimeout", "XMinioServerNotInitialized",
 })
+
+# S3's request kinds as providers bill them: PutObject, GetObject (a range read is one), ListObjectsV2
+# (one per call: the prefixes listed here stay under its 1000-key page), HeadObject and DeleteObject(s)
+# (one DeleteObjects call per 1000 keys).
+REQUEST_KINDS = ("put", "get", "list", "head", "delete")
+_PURPOSE: contextvars.ContextVar[str | None] = contextvars.ContextVar("objstore_purpose", default=None)
+
+
+@contextlib.contextmanager
+def purpose(tag: str):
+    """Count the object-store requests made inside this block under `tag` as well."""
+    token = _PURPOSE.set(tag)
+    try:
+        yield
+    finally:
+        _PURPOSE.reset(token)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +295,7 @@ class ObjectStore:
         self._stats = dict(bytes_uploaded=0, bytes_downloaded=0, put_count=0, get_count=0,
                            delete_count=0, list_count=0, error_count=0,
                            throttle_wait_upload_s=0.0, throttle_wait_download_s=0.0)
+        self._requests: dict[str, dict[str, int]] = {}  # purpose -> kind -> requests
         self._closed = False
 
     def __repr__(self) -> str:
@@ -303,6 +326,18 @@ class ObjectStore:
         with self._stats_lock:
             for k, v in deltas.items():
                 self._stats[k] += v
+
+    def _request(self, kind: str, n: int = 1) -> None:
+        tag = _PURPOSE.get()
+        if tag is not None:
+            with self._stats_lock:
+                by_kind = self._requests.setdefault(tag, dict.fromkeys(REQUEST_KINDS, 0))
+                by_kind[kind] += n
+
+    def take_requests(self, tag: str) -> dict[str, int]:
+        """The requests counted under `tag` (every kind, 0 where none), forgotten here."""
+        with self._stats_lock:
+            return self._requests.pop(tag, None) or dict.fromkeys(REQUEST_KINDS, 0)
 
     def stats(self) -> dict[str, float]:
         """Snapshot of the counters (bytes are payload bytes; waits are throttle sleeps)."""
@@ -362,7 +397,9 @@ class ObjectStore:
         return cls(self._scrub(f"{prefix} failed: {detail}"), endpoint=cfg.endpoint,
                    bucket=cfg.bucket, key=key, op=op, code=code)
 
-    def _call(self, op: str, key: str | None, fn: Callable[[], T]) -> T:
+    def _call(self, op: str, key: str | None, fn: Callable[[], T], kind: str | None = None, n: int = 1) -> T:
+        if kind is not None:
+            self._request(kind, n)
         try:
             return fn()
         except ObjectStoreError:
@@ -398,7 +435,7 @@ class ObjectStore:
         # round trips, and the body is already in memory.
         part = min(max(n, MIN_PART_SIZE), MAX_PART_SIZE)
         self._call("put", key, lambda: self._client.put_object(
-            self.config.bucket, key, io.BytesIO(data), n, part_size=part, num_parallel_uploads=1))
+            self.config.bucket, key, io.BytesIO(data), n, part_size=part, num_parallel_uploads=1), "put")
         self._count(bytes_uploaded=n, put_count=1)
 
     def get(self, key: str) -> bytes:
@@ -435,13 +472,13 @@ class ObjectStore:
                 resp.close()
                 resp.release_conn()
 
-        data = self._call(op, key, run)
+        data = self._call(op, key, run, "get")
         self._count(bytes_downloaded=len(data), get_count=1)
         return data
 
     def delete(self, key: str) -> None:
         """Remove `key`. Deleting a missing key succeeds (S3 semantics)."""
-        self._call("delete", key, lambda: self._client.remove_object(self.config.bucket, key))
+        self._call("delete", key, lambda: self._client.remove_object(self.config.bucket, key), "delete")
         self._count(delete_count=1)
 
     def delete_many(self, keys: Iterable[str]) -> None:
@@ -463,14 +500,14 @@ class ObjectStore:
                                 f"{first.code}: {first.message}"),
                     endpoint=cfg.endpoint, bucket=cfg.bucket, key=first.name,
                     op="delete_many", code=first.code)
-        self._call("delete_many", None, run)
+        self._call("delete_many", None, run, "delete", -(-len(keys) // 1000))
         self._count(delete_count=len(keys))
 
     def list(self, prefix: str = "") -> list[str]:
         """All keys under `prefix` (recursive), in S3's lexicographic order."""
         keys = self._call("list", prefix, lambda: [
             o.object_name for o in self._client.list_objects(
-                self.config.bucket, prefix=prefix or None, recursive=True)])
+                self.config.bucket, prefix=prefix or None, recursive=True)], "list")
         self._count(list_count=1)
         return keys
 
@@ -498,12 +535,13 @@ class ObjectStore:
                 if e.code in _NOT_FOUND_CODES:
                     return False
                 raise
-        return self._call("exists", key, run)
+        return self._call("exists", key, run, "head")
 
     # -- asyncio API ------------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+        # The pool thread runs in the caller's context, so a purpose() around the await holds there.
+        return await loop.run_in_executor(self._executor, contextvars.copy_context().run, functools.partial(fn, *args))
 
     async def aput(self, key: str, data: bytes) -> None:
         # Throttle on the loop (asyncio.sleep) so waiting uploads do not hold pool threads.

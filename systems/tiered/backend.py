@@ -40,7 +40,7 @@ from systems.core.config import as_bool
 from systems.core.metadata import PartitionInfo
 from systems.core.producer_state import ProducerStateTable
 from systems.replication.backend import Fetcher, ReplicaPartition, ReplicationBackend
-from systems.shared.objstore import ObjectStore, ObjectStoreError
+from systems.shared.objstore import ObjectStore, ObjectStoreError, purpose
 from systems.shared.settings import s3_config
 from systems.tiered.remote import RemoteLog
 from systems.tiered.settings import DEFAULTS
@@ -49,6 +49,12 @@ log = logging.getLogger("tiered")
 LIST_OFFSETS_VERSION = {True: 9, False: 8}  # LATEST_TIERED needs v9, EARLIEST_LOCAL v8
 SNAPSHOT_FILE = "producer-snapshot.json"  # the producer state at the local log start (a rebuilt replica)
 
+
+
+def _requests_tag(step: str, p) -> str:
+    """The purpose a new replica's object-store requests count under, one per step (its first
+    listing, its tier state): the two can run at once and must not take each other's counts."""
+    return f"{step}:{p.topic}-{p.index}"
 
 class TieredPartition(ReplicaPartition):
     def __init__(self, backend: "TieredBackend", info: PartitionInfo, store):
@@ -220,6 +226,8 @@ class TieredBackend(ReplicationBackend):
                     log.exception("%s-%d: remote log manager failed", p.topic, p.index)
 
     async def _manage(self, p: TieredPartition) -> None:
+        if not p.remote.loaded:
+            await self._load_remote(p)
         if p.is_leader:
             if self._led.get(p.key) != p.leader_epoch:
                 await p.remote.refresh()  # a new leader takes over what earlier leaders tiered
@@ -230,6 +238,20 @@ class TieredBackend(ReplicationBackend):
             self._led.pop(p.key, None)
             await p.remote.refresh()  # followers learn what the leader tiered from the store
         self._expire_local(p)
+
+    async def _load_remote(self, p: TieredPartition) -> None:
+        """A partition's first listing here (a start, or a replica the move added): its requests
+        are journaled, a move's cost in object-store requests (the listings after it are the
+        steady cost of hosting the partition, the same with or without a move)."""
+        tag = _requests_tag("list", p)
+        try:
+            with purpose(tag):
+                await p.remote.refresh()
+            self.broker.events.emit("tiered_remote_loaded", topic=p.topic, partition=p.index,
+                                    segments=len(p.remote.segments), tiered_bytes=p.remote.size_bytes,
+                                    objstore_requests=self.store.take_requests(tag))
+        finally:
+            self.store.take_requests(tag)
 
     async def _upload(self, p: TieredPartition) -> None:
         """Closed segments wholly below the high watermark and not yet tiered, oldest first."""
@@ -340,14 +362,17 @@ class TieredBackend(ReplicationBackend):
                 ok = False  # the leader is not ready (still listing its tiered segments)
                 continue
             t0 = time.monotonic()
+            tag = _requests_tag("rebuild", p)
             try:
-                await p.remote.refresh()
-                seg = p.remote.find(start - 1) if start > 0 else None
-                epochs, producers, aux = await p.remote.aux_state(seg) if seg is not None else ([], {}, 0)
+                with purpose(tag):
+                    await p.remote.refresh()
+                    seg = p.remote.find(start - 1) if start > 0 else None
+                    epochs, producers, aux = await p.remote.aux_state(seg) if seg is not None else ([], {}, 0)
             except ObjectStoreError as e:
                 log.warning("%s-%d: reading the tiered state failed: %s", p.topic, p.index, e)
                 ok = False
                 continue
+            requests = self.store.take_requests(tag)
             if p.closed or not p.pending_rebuild or p.leader_epoch != epoch:
                 continue
             if start == p.log_end_offset == 0:
@@ -361,7 +386,8 @@ class TieredBackend(ReplicationBackend):
                 "tiered_replica_built", topic=p.topic, partition=p.index, from_offset=start,
                 start="last_tiered_offset" if self.from_last_tiered else "local_log_start",
                 segment_base=seg.base if seg is not None else None, aux_state_bytes=aux,
-                aux_state_ms=round((time.monotonic() - t0) * 1000, 3), log_start_offset=p.log_start_offset)
+                aux_state_ms=round((time.monotonic() - t0) * 1000, 3), log_start_offset=p.log_start_offset,
+                objstore_requests=requests)
             log.info("%s-%d: starting at %d after the tiered segments (%s)", p.topic, p.index, start,
                      "KIP-1023" if self.from_last_tiered else "KIP-405")
         return ok

@@ -62,7 +62,7 @@ def move_under_load(run_scenario, size: int, **system):
     (elected,) = [e for e in _events(run_dir, EVENT_MOVE_COMPLETE) if e.get("action_id") == 0]
     (closed,) = [e for e in _events(run_dir, "shared_partition_closed") if e.get("action_id") == 0
                  and e["topic"] == "m" and e["reason"] == "moved"]
-    return opened, elected, closed
+    return opened, elected, {**closed, "_move": move}
 
 
 def test_move_100mib_partition_under_load(run_scenario):
@@ -70,6 +70,11 @@ def test_move_100mib_partition_under_load(run_scenario):
     assert opened["recovery"] == "clean" and elected["how"] == "closed", (opened, elected)
     # The election opened the streams for the target: it asked the controller for nothing.
     assert opened["preopened"] is True and closed["handoff"] == "upload", (opened, closed)
+    # Its object-store requests, counted by each broker under the move's tag: the close PUT the meta
+    # stream and the forced tail (at least one object), the open read the meta stream's last range.
+    move = closed["_move"]
+    assert move["objstore_requests"]["put"] == closed["objstore_requests"]["put"] >= 1, (move, closed)
+    assert move["objstore_requests"]["get"] == opened["objstore_requests"]["get"] >= 1, (move, opened)
 
 
 @pytest.mark.slow  # make test keeps tests/systems/test_shared_handoff.py's kill -9 case; make bench measures it
@@ -85,6 +90,7 @@ def test_a_snapshot_handoff_touches_no_object_storage_between_close_and_open(run
     assert closed["tail_ref_bytes"] >= 16 * MiB, closed  # the whole prefill was the tail
     assert opened["recovery"] == "handoff" and opened["preopened"] is True and opened["replay_bytes"] == 0, opened
     assert opened["end_offset"] == closed["end_offset"], (opened, closed)
+    assert closed["objstore_requests"]["put"] == 0 and opened["objstore_requests"]["get"] == 0, (closed, opened)
 
 
 @pytest.mark.slow

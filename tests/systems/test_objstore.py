@@ -25,7 +25,9 @@ from systems.shared.objstore import (
     ObjectStoreAuthError,
     ObjectStoreError,
     ObjectStoreUnavailable,
+    REQUEST_KINDS,
     S3Config,
+    purpose,
 )
 from systems.shared.seaweed import GRPC_PORT_OFFSET, SeaweedError, SeaweedServer
 
@@ -144,6 +146,32 @@ def test_async_api_does_not_block_the_loop(server):
 
     ticks = asyncio.run(main())
     assert ticks >= 10, f"event loop was blocked (only {ticks} ticks in ~0.45 s)"
+
+
+def test_requests_are_counted_under_the_purpose_that_made_them(store):
+    """A move's close and open count their own requests (purpose), in the tasks and pool threads
+    they start, apart from requests made beside them at the same time (a WAL upload)."""
+    async def main():
+        async def beside():  # started outside the purpose: none of its requests are the move's
+            for i in range(3):
+                await store.aput(f"purpose/wal-{i}", b"w")
+
+        async def move():
+            with purpose("close:t-0"):
+                await asyncio.gather(*(store.aput(f"purpose/sso-{i}", b"s") for i in range(2)))  # tasks
+                await store.aget_range("purpose/sso-0", 0, 1)
+                await store.alist("purpose/")
+                await store.aexists("purpose/sso-1")
+                await store.adelete_many([f"purpose/sso-{i}" for i in range(2)])
+
+        await asyncio.gather(beside(), move())
+
+    asyncio.run(main())
+    assert store.take_requests("close:t-0") == {"put": 2, "get": 1, "list": 1, "head": 1, "delete": 1}
+    assert store.take_requests("close:t-0") == dict.fromkeys(REQUEST_KINDS, 0)  # taken: forgotten
+    store.put("purpose/outside", b"x")  # no purpose: counted nowhere but stats()
+    assert store.take_requests("close:t-0") == dict.fromkeys(REQUEST_KINDS, 0)
+    store.delete_many([f"purpose/wal-{i}" for i in range(3)] + ["purpose/outside"])
 
 
 # --- credentials ---------------------------------------------------------------------------

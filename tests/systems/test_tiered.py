@@ -199,6 +199,13 @@ def test_move_copies_only_the_local_tail(cluster, kip1023):
     assert _leader(cluster, topic) == 4
     _check_all(cluster, topic, acked)
     wait_for(lambda: _metrics(cluster, 4, topic).get("tiered_read_bytes", 0) > 0, 5, "reads from object storage")
+    # The new replica's object-store requests, journaled (the move's cost in requests): its tier
+    # state (KIP-405's rebuild: a LIST, GETs of the manifests and of the segment's epochs and
+    # producer snapshot) and its first listing; it uploads nothing.
+    journaled = [e["objstore_requests"] for name in ("tiered_replica_built", "tiered_remote_loaded")
+                 for e in _events(cluster, 4, name, topic)]
+    assert built[0]["objstore_requests"]["list"] >= 1 and built[0]["objstore_requests"]["get"] >= 1, built
+    assert sum(r["put"] for r in journaled) == 0, journaled
     _set_kip1023(cluster, True)
 
 

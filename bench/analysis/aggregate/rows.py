@@ -18,7 +18,7 @@ from bench.check.moves import LINK_WAYS, estimate_error_pct, move_link_fill, out
 from bench.check.outcome import run_ending_problems, run_verdict
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
-from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED
+from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED, OBJSTORE_REQUEST_KINDS
 from bench.scenario import RECOVERY_ACTIONS
 from systems.registry import PROFILES
 
@@ -247,6 +247,8 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "estimate_seconds_high": sm.get("estimate_seconds_high"),
             "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs) if single else None,
             "estimate_model_commit": sm.get("estimate_model_commit"),
+            # its object-store requests by kind (null: not journaled; older summaries)
+            **{f"objstore_{k}_requests": (sm.get("objstore_requests") or {}).get(k) for k in OBJSTORE_REQUEST_KINDS},
         })
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from bench.check.metrics import MOVE_METRIC_NAMES
 from bench.check.safety import VERDICTS
 from bench.check.windows import PHASES
+from bench.history.names import OBJSTORE_REQUEST_KINDS
 
 DEFAULT_OUT = Path("results/aggregate")
 SAFETY_CHECKS = ("lost_writes", "duplicates", "corrupted", "reordering", "unexpected", "lost_prefill")
@@ -97,6 +98,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # move_seconds, + long / - short; the commit of the model it used (from earlier runs).
         ("estimate_seconds", F64), ("estimate_seconds_low", F64), ("estimate_seconds_high", F64),
         ("estimate_error_pct", F64), ("estimate_model_commit", STR),
+        # What the move asked of the object store (its close and open), by request kind: what
+        # bench/analysis/cost.py prices.
+        *[(f"objstore_{k}_requests", I64) for k in OBJSTORE_REQUEST_KINDS],
     ],
     "latency": [
         ("level", STR), ("key", STR), ("system", STR), ("action_id", STR), ("scope", STR),
