@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,31 @@ from bench.paths import ROOT
 # one (the models of the last stored `make bench`, docs/measured.md).
 MODEL_PATHS = (ROOT / "results/aggregate/model.json",
                ROOT / "docs/measurements/bundles/models/files/aggregate/model.json")
+# Where `bench calibrate` keeps a cluster's own model (<key>/aggregate/model.json, <key>/calibration.json),
+# looked for before MODEL_PATHS for that cluster.
+CALIBRATIONS = ROOT / "results" / "calibration"
+CALIBRATION_FILE = "calibration.json"
+
+
+def calibration_key(cluster_id: str | None, bootstrap: str) -> str:
+    """A cluster's folder under CALIBRATIONS: its cluster id (DescribeCluster), else its bootstrap
+    address, as a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", cluster_id or bootstrap)
+
+
+def calibrated_model(admin, root: Path = CALIBRATIONS) -> Path | None:
+    """The model `bench calibrate` fitted on the cluster ``admin`` talks to, if there is one."""
+    try:
+        cid = admin.describe_cluster().get("cluster_id")
+    except Exception:  # noqa: BLE001 - unknown: no calibration to find
+        return None
+    boot = admin.config.get("bootstrap_servers")
+    boot = ",".join(boot) if isinstance(boot, list) else str(boot or "")
+    for key in dict.fromkeys(k for k in (cid and calibration_key(cid, ""), calibration_key(None, boot)) if k):
+        p = root / key / "aggregate" / "model.json"
+        if p.is_file():
+            return p
+    return None
 
 
 THROTTLE_KEY = "leader.replication.throttled.rate"
@@ -87,6 +113,7 @@ class ModelSource:
     band_pct: float  # the relative band every estimate carries
     why_not_validated: str | None = None
     impact: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None  # calibration.json: fitted on this cluster's own moves
 
     @property
     def version(self) -> str | None:
@@ -95,9 +122,16 @@ class ModelSource:
     def describe(self) -> str:
         how = (f"held-out error {self.error_pct:+.1f} %" if self.validated and self.error_pct is not None
                else f"not validated ({self.why_not_validated}); band = its checks' target")
-        return (f"{self.system} model {self.model.formula()} from {self.path} (n = {self.model.n} moves of this "
-                f"harness's {self.system} system, commit {str(self.version or '?')[:10]}; not calibrated on this "
-                f"cluster); {how}, so +/-{self.band_pct:.0f} %")
+        return (f"{self.system} model {self.model.formula()} from {self.path} ({self.basis()}); {how}, "
+                f"so +/-{self.band_pct:.0f} %")
+
+    def basis(self) -> str:
+        c = self.calibration
+        if c:
+            return (f"n = {self.model.n} moves of this cluster, calibrated {c.get('calibrated_at', '?')} by "
+                    f"`bench calibrate` at commit {str(self.version or '?')[:10]}")
+        return (f"n = {self.model.n} moves of this harness's {self.system} system, commit "
+                f"{str(self.version or '?')[:10]}; not calibrated on this cluster")
 
 
 def load_model(system: str, path: str | Path | None = None, search: tuple[Path, ...] | None = None) -> ModelSource:
@@ -124,9 +158,10 @@ def load_model(system: str, path: str | Path | None = None, search: tuple[Path, 
         err = validity.get("error_pct")
         ok = bool(validity.get("validated")) and isinstance(err, (int, float))
         band = abs(err) if ok else (max(targets) if targets else 30.0)
+        cal = p.parent.parent / CALIBRATION_FILE
         return ModelSource(str(p), system, model, ok, err if ok else None, max(band, 1.0),
                            None if ok else (validity.get("reason") or "no passing held-out check"),
-                           measured_impact(p.parent, system))
+                           measured_impact(p.parent, system), json.loads(cal.read_text()) if cal.is_file() else None)
     where = ", ".join(str(p) for p in tried)
     raise EstimateError(f"no {system} move-time model in {where}: run `python -m bench aggregate` on stored runs "
                         f"of that system (or name a model.json with --model)")
@@ -245,7 +280,8 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
         "system": src.system, "family": m.family,
         "model": {"source": src.path, "formula": m.formula(), "commit": src.version, "n": m.n,
                   "validated": src.validated, "error_pct": src.error_pct, "band_pct": src.band_pct,
-                  "why_not_validated": src.why_not_validated, "calibrated": False},
+                  "why_not_validated": src.why_not_validated, "calibrated": src.calibration is not None,
+                  "calibration": src.calibration},
         "concurrency": concurrency,
         "partitions": rows,
         "total_seconds": total,
@@ -330,6 +366,8 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
     facts = facts_between(plan, first, second)
     configs = mp.broker_configs(admin)
     name = system or mp.system_of(configs)
+    if model is None and search is None and (cal := calibrated_model(admin)) is not None:
+        search = (cal, *MODEL_PATHS)  # this cluster's own model first
     src = source if source is not None and source.system == name else load_model(name, model, search)
     brokers = {b for f in facts for b in (*f.replicas, *f.target)}
     rates = {b: float(throttle) for b in brokers} if throttle else broker_rates(admin, brokers)
@@ -356,7 +394,8 @@ class RunModels:
                  link_bytes_per_s: float | None, concurrency: int | None) -> dict[str, Any]:
         name = system or mp.system_of(mp.broker_configs(admin))  # an external cluster: from its configs
         if name not in self._sources:
-            self._sources[name] = load_model(name, None, self.search)
+            cal = calibrated_model(admin) if system is None else None  # an external cluster's own model first
+            self._sources[name] = load_model(name, None, ((cal,) if cal else ()) + self.search)
         return cluster_estimate(admin, plan, first, second, link_bytes_per_s=link_bytes_per_s,
                                 concurrency=concurrency, system=name, source=self._sources[name])
 
@@ -387,9 +426,10 @@ def render(e: dict[str, Any]) -> str:
     md = e["model"]
     how = (f"held-out error {md['error_pct']:+.1f} %" if md["validated"]
            else f"not validated: {md['why_not_validated']}")
+    basis = (f"calibrated on this cluster {md['calibration'].get('calibrated_at', '?')} (`bench calibrate`)"
+             if md.get("calibrated") else "from this harness's runs, not calibrated on this cluster")
     lines.append(f"model: {e['system']} {md['formula']} from {md['source']} (n = {md['n']}, commit "
-                 f"{str(md['commit'] or '?')[:10]}; from this harness's runs, not calibrated on this cluster; {how}; "
-                 f"band +/-{md['band_pct']:.0f} %)")
+                 f"{str(md['commit'] or '?')[:10]}; {basis}; {how}; band +/-{md['band_pct']:.0f} %)")
     imp = e.get("impact") or {}
     if imp:
         parts = []

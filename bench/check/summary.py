@@ -110,6 +110,7 @@ from bench.history.names import (
     EVENT_ACTION_START,
     EVENT_COUNTER,
     EVENT_CPU_SAMPLE,
+    EVENT_EXTERNAL_CLUSTER,
     EVENT_JOURNAL_TRANSLATED,
     EVENT_LINK_SAMPLE,
     EVENT_LEADER_CHANGE,
@@ -133,7 +134,7 @@ from bench.scenario.scale import scale_check
 from workloads.messages import PRODUCER_ACKS
 
 
-SCHEMA_VERSION = 5  # what build_summary writes; upgrade_summary reads every older one (5: problems, verdict)
+SCHEMA_VERSION = 6  # what build_summary writes; upgrade_summary reads every older one (6: external_cluster, moves' objstore_requests)
 
 
 def producer_linger_ms(sc: Scenario) -> int | float | None:
@@ -585,6 +586,9 @@ def build_summary(table: pa.Table, scenario: Scenario | None) -> dict[str, Any]:
         "cpu": cpu,
         "host": run_host(v),
         "links": _links(v),
+        # a cluster the harness did not start: what it found (its id, brokers, defaults and which
+        # system's profile its configs match, `behaves_as`) and what it set; null for its own
+        "external_cluster": _first_detail(v, EVENT_EXTERNAL_CLUSTER) or None,
     }
     summary["verdict"] = run_verdict(summary)
     return clean(summary)
@@ -655,6 +659,9 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     Version 4 and older: ``problems`` (how the run ended, bench/check/outcome.py: from ``view``'s
     events, else from the summary's end fields) and ``verdict``. Checks added since (``corrupted``)
     are not filled in: re-run them (``bench analyze --write``).
+
+    Version 5 and older: ``external_cluster`` (from ``view``'s event, else null) and each move's
+    ``objstore_requests`` (null: the brokers did not count them then).
     """
     out = json.loads(json.dumps(summary))  # a deep copy of plain JSON values
     moves = [m for m in out.get("moves") or [] if isinstance(m, dict)]
@@ -691,6 +698,11 @@ def upgrade_summary(summary: dict[str, Any], view: HistoryView | None = None, *,
     # Version 4: no problems, no verdict.
     if "problems" not in out:
         out["problems"] = run_problems(view, view.scenario) if view is not None else run_ending_problems(out)
+    # Version 5: no external_cluster, no request counts.
+    if "external_cluster" not in out:
+        out["external_cluster"] = (_first_detail(view, EVENT_EXTERNAL_CLUSTER) or None) if view is not None else None
+    for m in moves:
+        m.setdefault("objstore_requests", None)
     out["verdict"] = run_verdict(out)
     out["schema_version"] = SCHEMA_VERSION
     return out

@@ -6,7 +6,7 @@ import signal
 import sys
 
 from bench.cli import cluster as cluster_cli
-from bench.cli import chaos, figures, objstore, reassign, soak
+from bench.cli import calibrate, chaos, figures, objstore, reassign, soak
 from bench.cli import runs as run_cli
 from bench.run.cluster import ClusterError
 
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_report)
 
     reassign.add_parser(sub)
+    calibrate.add_parser(sub)
     run_cli.add_parsers(sub)
     soak.add_parser(sub)
     chaos.add_parser(sub)

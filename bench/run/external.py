@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from bench.run import clients
+from bench.run import move_progress as mp
 from bench.run.cluster import ClusterError
 
 log = logging.getLogger("bench.run.external")
@@ -49,6 +50,7 @@ class ExternalCluster:
         self.brokers: dict[int, str] = {}  # id -> host:port, as the cluster advertises them
         self.defaults: dict[str, int] = {}
         self.cluster_id: str | None = None
+        self.behaves_as: str | None = None
         self.config: dict[str, Any] = {}  # what the harness set on the cluster for the run
         self._admin = None
         self._saved: dict[int, dict[str, str | None]] = {}  # broker -> throttle key -> its own value
@@ -94,6 +96,9 @@ class ExternalCluster:
         except Exception as e:  # noqa: BLE001 - any failure here: the cluster cannot be measured
             raise ClusterError(f"cannot read the brokers and defaults of the cluster at {self.bootstrap}: "
                                f"{type(e).__name__}: {e}") from None
+        # which system's profile its brokers' configs match: the move model an estimate or a
+        # calibration of this cluster uses (bench/analysis/estimate.py)
+        self.behaves_as = mp.system_of(mp.broker_configs(admin))
         entries = res.get("broker", {}).get(first, {})
         for key in ("default.replication.factor", "min.insync.replicas"):
             try:
@@ -104,7 +109,7 @@ class ExternalCluster:
         return self.facts()
 
     def facts(self) -> dict[str, Any]:
-        return {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id,
+        return {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id, "behaves_as": self.behaves_as,
                 "brokers": {str(b): a for b, a in sorted(self.brokers.items())}, "defaults": dict(self.defaults),
                 "topic_prefix": self.prefix}
 

@@ -167,3 +167,55 @@ def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting
     out = r.estimate(0, [("t", 0, [2])], None)
     assert time.monotonic() - t0 < 1.5 and "slow to answer" in out["error"]  # not the fn's 2 s
     assert r.estimate(7, [("t", 0, [2])], None) == {"error": "no samples taken before the move"}
+
+
+class _Admin:
+    """What calibrated_model asks of an admin client: DescribeCluster's id and the bootstrap."""
+
+    def __init__(self, cluster_id, bootstrap="127.0.0.1:9092"):
+        self._id = cluster_id
+        self.config = {"bootstrap_servers": [bootstrap]}
+
+    def describe_cluster(self):
+        return {"cluster_id": self._id, "brokers": []}
+
+
+def test_a_calibrated_cluster_finds_its_own_model_first_and_says_so(tmp_path):
+    root = tmp_path / "calibration"
+    cal_dir = root / est.calibration_key("Xy/z 1", "ignored")
+    (cal_dir / "aggregate").mkdir(parents=True)
+    model = model_json(tmp_path)
+    (cal_dir / "aggregate" / "model.json").write_text(model.read_text())
+    (cal_dir / est.CALIBRATION_FILE).write_text(json.dumps({"cluster_id": "Xy/z 1", "calibrated_at": "2026-11-28T10:00:00Z"}))
+    assert cal_dir.name == "Xy_z_1"  # a file name
+    assert est.calibrated_model(_Admin("Xy/z 1"), root) == cal_dir / "aggregate" / "model.json"
+    assert est.calibrated_model(_Admin("other"), root) is None  # another cluster: none
+    # a cluster without an id is found by its bootstrap address
+    by_addr = root / est.calibration_key(None, "127.0.0.1:9092") / "aggregate"
+    by_addr.mkdir(parents=True)
+    (by_addr / "model.json").write_text(model.read_text())
+    assert est.calibrated_model(_Admin(None), root) == by_addr / "model.json"
+
+    src = est.load_model("replication", cal_dir / "aggregate" / "model.json")
+    assert src.calibration["calibrated_at"] == "2026-11-28T10:00:00Z" and "moves of this cluster" in src.describe()
+    e = est.estimate([_facts()], src, est.Caps({1: 8 * MB, 4: 8 * MB}))
+    assert e["model"]["calibrated"] is True
+    assert "calibrated on this cluster 2026-11-28T10:00:00Z" in est.render(e)
+    plain = est.load_model("replication", model)  # a harness model: not calibrated, and it says so
+    assert plain.calibration is None and "not calibrated on this cluster" in plain.describe()
+    assert "not calibrated on this cluster" in est.render(est.estimate([_facts()], plain, est.Caps({1: 8 * MB, 4: 8 * MB})))
+
+
+def test_calibration_counts_an_external_clusters_runs_as_the_system_its_configs_match(tmp_path):
+    from bench.analysis.aggregate.discovery import discover_runs
+    from tests.support.synthetic import SynthRun, write_run
+
+    d = write_run(tmp_path / "r" / "run1", SynthRun(system="replication", duration_s=8, move_at_s=3))
+    s = json.loads((d / "summary.json").read_text())
+    s["system"] = "external"
+    s["external_cluster"] = {"bootstrap": "h:9092", "cluster_id": "c1", "behaves_as": "replication"}
+    (d / "summary.json").write_text(json.dumps(s))
+    (run,), _ = discover_runs([tmp_path / "r"])
+    assert run.system == "external"  # the default: as it ran, never pooled with the harness's systems
+    (run,), _ = discover_runs([tmp_path / "r"], external_as_profile=True)
+    assert run.system == "replication"

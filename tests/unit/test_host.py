@@ -121,7 +121,7 @@ def test_an_older_history_is_judged_on_cpu_samples_machine_key_without_its_first
 def test_an_older_summary_gets_host_from_its_history_on_upgrade():
     table = to_table(history(hot_move))
     current = build_summary(table, None)
-    assert current["schema_version"] == SCHEMA_VERSION == 5 and upgrade_summary(current) == current
+    assert current["schema_version"] == SCHEMA_VERSION == 6 and upgrade_summary(current) == current
     old = json.loads(json.dumps(current))
     old["schema_version"] = 3
     del old["host"]

@@ -29,12 +29,17 @@ class StoredRun:
     scenario: Any = None
     config_key: str = ""  # what groups repetitions: summary.json's config_id, else config_label
     config_label: str = ""
+    # a cluster the harness did not start, counted as the system its brokers' configs match
+    # (`bench calibrate`: the cluster's own moves fit that system's model); None: as it ran
+    as_system: str | None = None
     # Filled by the aggregation:
     stats: dict[str, Any] = field(default_factory=dict)
     view: HistoryView | None = None
 
     @property
     def system(self) -> str:
+        if self.as_system:
+            return self.as_system
         s = self.summary.get("system")
         if not s and self.scenario is not None:
             s = self.scenario.system.kind
@@ -105,8 +110,11 @@ def history_files(run_dir: Path) -> list[Path]:
     return []
 
 
-def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[StoredRun], list[str]]:
-    """Every run dir (holding summary.json) under ``roots``. -> (runs, warnings)."""
+def discover_runs(roots: Sequence[str | os.PathLike[str]], external_as_profile: bool = False
+                  ) -> tuple[list[StoredRun], list[str]]:
+    """Every run dir (holding summary.json) under ``roots``. -> (runs, warnings).
+    ``external_as_profile``: a run on a cluster the harness did not start counts as the system its
+    brokers' configs match (its summary's ``external_cluster.behaves_as``)."""
     runs: list[StoredRun] = []
     warnings: list[str] = []
     seen: set[Path] = set()
@@ -134,6 +142,8 @@ def discover_runs(roots: Sequence[str | os.PathLike[str]]) -> tuple[list[StoredR
                 continue
             key = d.name if d == root.resolve() else d.relative_to(root.resolve()).as_posix()
             run = StoredRun(len(runs), key, sj.parent, summary, files)
+            if external_as_profile:
+                run.as_system = (summary.get("external_cluster") or {}).get("behaves_as")
             run.scenario = _load_scenario(sj.parent / "scenario.yaml", warnings)
             run.config_label = config_key(run)
             run.config_key = str(summary.get("config_id") or run.config_label)

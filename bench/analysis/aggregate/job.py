@@ -40,18 +40,20 @@ class AggregateResult:
 def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str] = DEFAULT_OUT, *,
               spark=None, master: str | None = None, quantiles: str = "exact",
               accuracy: int = APPROX_ACCURACY, write: bool = True, project: bool = True,
-              pool_versions: bool = False) -> AggregateResult:
+              pool_versions: bool = False, external_as_profile: bool = False) -> AggregateResult:
     """Discover runs under ``roots``, aggregate them with Spark, fit the models, project them
     (``project``: the grid and cluster simulations, :mod:`bench.analysis.projection`), write the
     tables and model.json (``write``; summary.md is the report's: bench.report.summary).
 
     ``spark``: an existing session (kept running); otherwise one is started and stopped here.
     ``pool_versions``: let a model rest on runs of more than one code version (never by default).
+    ``external_as_profile``: runs on a cluster the harness did not start count as the system its
+    configs match (`bench calibrate` fits that cluster's model so).
     Raises :class:`AggregateError` when there is nothing to aggregate.
     """
     if quantiles not in ("approx", "exact"):
         raise ValueError("quantiles must be 'approx' or 'exact'")
-    runs, warnings = discover_runs(roots)
+    runs, warnings = discover_runs(roots, external_as_profile)
     if not runs:
         where = ", ".join(str(r) for r in roots) or "(no directory given)"
         raise AggregateError(
@@ -60,7 +62,7 @@ def aggregate(roots: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLik
     if spark is None:
         with spark_session(master) as s:
             return aggregate(roots, out_dir, spark=s, quantiles=quantiles, accuracy=accuracy, write=write,
-                             project=project, pool_versions=pool_versions)
+                             project=project, pool_versions=pool_versions, external_as_profile=external_as_profile)
     out = Path(out_dir)
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
