@@ -126,13 +126,20 @@ def _median(xs: list[Any]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _moved(m: dict[str, Any]) -> float | None:
+    """A move's bytes between brokers and to object storage; None where no journal counted them
+    (a cluster the harness did not start)."""
+    ib, ob = m.get("bytes_moved_inter_broker"), m.get("bytes_moved_objstore")
+    return None if ib is None and ob is None else (ib or 0) + (ob or 0)
+
+
 def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
     """The figures of one run that the README quotes (None where the run has none)."""
     moves = s.get("moves") or []
     checks = s.get("checks") or {}
     lat = {a.get("action_id"): a for a in (checks.get("latency") or {}).get("actions") or []}
     during = [((lat.get(m.get("action_id")) or {}).get("all") or {}).get("during", {}).get("p99_ms") for m in moves]
-    moved = [(m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0) for m in moves]
+    moved = [_moved(m) for m in moves]
     move_ids = {m.get("action_id") for m in moves}
     cons = [a for a in ((s.get("consumers") or {}).get("actions") or []) if a.get("action_id") in move_ids]
     return {
@@ -173,7 +180,7 @@ def move_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     return [{"partition": f"{m.get('topic')}-{m.get('partition')}", "link": m.get("link_rate_at_request"),
              "partition_bytes": m.get("partition_bytes"), "move_seconds": m.get("move_seconds"),
-             "bytes_moved": (m.get("bytes_moved_inter_broker") or 0) + (m.get("bytes_moved_objstore") or 0)}
+             "bytes_moved": _moved(m)}
             for m in moves]
 
 
@@ -498,6 +505,7 @@ def _provenance_line(provs: list[dict[str, Any]], n_runs: int | None = None) -> 
     if links:
         # None: a cluster the harness did not start, whose links it neither shaped nor knows
         parts.append("links emulated" if links == {True} else "no emulated links" if links == {False}
+                     else "the cluster's own links (not started by the harness)" if links == {None}
                      else "links emulated where the harness started the cluster" if links == {True, None}
                      else "some runs on emulated links")
     return "; ".join(parts)

@@ -34,7 +34,6 @@ def test_calibrate_fits_the_clusters_own_model_and_estimate_uses_it(tmp_path, tm
         r = _bench("calibrate", "--bootstrap-server", c.bootstrap, "--results", str(tmp_path / "res"),
                    "--throttle", "8MB", "--no-progress", timeout=800)
         assert r.returncode == 0, r.stdout + r.stderr
-        print(r.stdout)
         (cal,) = (tmp_path / "res" / "calibration").iterdir()
         doc = json.loads((cal / "calibration.json").read_text())
         assert doc["behaves_as"] == "replication" and doc["bootstrap"] == c.bootstrap and len(doc["runs"]) == 3
