@@ -13,8 +13,11 @@ much they missed). Per partition:
 * **copy** families (the copy system, tiered storage): every added replica copies the leader's
   log, ``t = c + B / (e x T - r)`` with ``T`` the leader's cap (its replication throttle, or the
   link's TCP payload when there is none) and ``r`` the ingest; ``r >= e x T`` is *not gaining*: the
-  copy never catches up (``feasible: false``). For tiered storage ``B`` is the leader's local log
-  (DescribeLogDirs reports local bytes), an upper bound of the tail a KIP-1023 replica copies.
+  copy never catches up (``feasible: false``). For tiered storage ``B`` is, where the brokers start a
+  new replica after the last tiered offset (KIP-1023) and the leader has tiered some of its log, the
+  bytes after its last tiered offset (ListOffsets LATEST_TIERED, KIP-1005; those offsets at the
+  bytes per offset of the records written between the samples); else the leader's local log
+  (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
   the stream: ``t = c + tail / (u x L)``; the protocol does not show the tail, so the estimate spans
   tail = 0 (``seconds_low``) to what the WAL can hold before it uploads (the smaller of the upload
@@ -77,6 +80,8 @@ def calibrated_model(admin, root: Path = CALIBRATIONS) -> Path | None:
 
 
 THROTTLE_KEY = "leader.replication.throttled.rate"
+KIP_1023_KEY = "follower.fetch.last.tiered.offset.enable"  # a new replica starts after the last tiered offset
+TIERED_FAMILY = "tiered_copy"
 NO_THROTTLE = 2**63 - 1  # Kafka's "no throttle" is Long.MAX_VALUE
 
 
@@ -93,6 +98,9 @@ class PartitionFacts:
     leader: int
     size_bytes: float  # the leader's log (DescribeLogDirs)
     ingest_bytes_per_s: float
+    # tiered storage: the leader's bytes after its last tiered offset, what a KIP-1023 replica
+    # copies (None: nothing tiered, or no tiered storage)
+    untiered_bytes: float | None = None
 
     @property
     def name(self) -> str:
@@ -230,10 +238,16 @@ class Handover:
 
 
 def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurrency: int | None = None,
-             handover: Handover | None = None) -> dict[str, Any]:
-    """The estimate of a plan: per partition and in total (see the module doc)."""
+             handover: Handover | None = None, from_last_tiered: bool = False) -> dict[str, Any]:
+    """The estimate of a plan: per partition and in total (see the module doc). ``from_last_tiered``:
+    the brokers start a new replica after the last tiered offset (KIP-1023), so a tiered copy's
+    bytes are the leader's untiered tail where it has tiered any."""
     m = src.model
     copies = m.kind.copies
+
+    def to_copy(f: PartitionFacts) -> float:
+        tiered_tail = from_last_tiered and m.family == TIERED_FAMILY and f.untiered_bytes is not None
+        return f.untiered_bytes if tiered_tail else f.size_bytes
     if not copies and handover is None:
         raise EstimateError(f"{src.system}: the brokers' WAL settings (wal.upload.threshold.bytes, "
                             "wal.upload.interval.ms) are needed to bound the tail a handover uploads")
@@ -252,16 +266,17 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
             row.update(seconds=m.fixed_s, seconds_low=m.fixed_s * (1 - band), seconds_high=m.fixed_s * (1 + band),
                        bytes=0.0, feasible=True)
         elif copies:
-            t = m.predict(f.size_bytes, cap, f.ingest_bytes_per_s)
+            b = to_copy(f)
+            t = m.predict(b, cap, f.ingest_bytes_per_s)
             ok = math.isfinite(t)
             row.update(seconds=t if ok else None, seconds_low=t * (1 - band) if ok else None,
-                       seconds_high=t * (1 + band) if ok else None, feasible=ok,
-                       bytes=len(f.adding) * m.bytes_moved(f.size_bytes, t, f.ingest_bytes_per_s) if ok else None)
+                       seconds_high=t * (1 + band) if ok else None, feasible=ok, bytes_to_copy=b,
+                       bytes=len(f.adding) * m.bytes_moved(b, t, f.ingest_bytes_per_s) if ok else None)
             if not ok:
                 row["why"] = (f"not gaining: ingest {f.ingest_bytes_per_s / 1e6:.3g} MB/s >= what the copy achieves "
                               f"({m.efficiency:.3g} x {cap / 1e6:.3g} MB/s)")
-            for b in f.adding:
-                sims.append(SimMove(f"{f.name}:{b}", f.leader, b, f.size_bytes, f.ingest_bytes_per_s, m.fixed_s))
+            for new in f.adding:
+                sims.append(SimMove(f"{f.name}:{new}", f.leader, new, b, f.ingest_bytes_per_s, m.fixed_s))
         else:
             hi_tail = handover.tail_high(f)
             mid = m.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
@@ -333,8 +348,27 @@ def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list
                 start, end = second.offsets[tp]
                 per_offset = size / (end - start) if end > start else 0.0
                 ingest = max(0.0, (end - first.offsets[tp][1]) / dt * per_offset)
-        out.append(PartitionFacts(tp[0], tp[1], list(second.replicas[tp]), list(p["replicas"]), leader, size, ingest))
+        out.append(PartitionFacts(tp[0], tp[1], list(second.replicas[tp]), list(p["replicas"]), leader, size, ingest,
+                                  untiered_of(tp, size, first, second)))
     return out
+
+
+def untiered_of(tp: tuple[str, int], size: float, first: LogSample, second: LogSample) -> float | None:
+    """The leader's bytes after its last tiered offset: those offsets at the bytes per offset of the
+    records written between the two samples (the newest records: the tail's own kind), else at the
+    local log's mean; at most the local log. None where nothing is tiered."""
+    last = second.last_tiered.get(tp)
+    if last is None or tp not in second.offsets:
+        return None
+    start, end = second.offsets[tp]
+    if end <= last + 1:
+        return 0.0
+    per = size / (end - start) if end > start else 0.0
+    if tp in first.offsets and first.leaders.get(tp) == second.leaders.get(tp):
+        grew, was = end - first.offsets[tp][1], first.sizes.get(tp, {}).get(second.leaders[tp])
+        if grew > 0 and was is not None and size > was:
+            per = (size - was) / grew
+    return min(size, (end - last - 1) * per)
 
 
 def broker_rates(admin, brokers: set[int]) -> dict[int, float]:
@@ -375,7 +409,8 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
     if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
         handover = Handover(float(configs["wal.upload.threshold.bytes"]),
                             float(configs.get("wal.upload.interval.ms") or 0) / 1000)
-    e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover)
+    e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover,
+                 from_last_tiered=str(configs.get(KIP_1023_KEY, "false")).lower() == "true")
     e["detected_system"] = system is None
     e["sample_seconds"] = round(second.ts - first.ts, 3)
     return e

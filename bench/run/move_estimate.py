@@ -42,6 +42,9 @@ class LogSample:
     leaders: dict[TP, int] = field(default_factory=dict)
     sizes: dict[TP, dict[int, int]] = field(default_factory=dict)  # broker -> partition_size
     offsets: dict[TP, tuple[int, int]] = field(default_factory=dict)  # the leader's (local start, end)
+    # the leader's last offset in object storage (ListOffsets LATEST_TIERED, KIP-1005), where it has
+    # tiered any: a KIP-1023 replica copies only what follows it
+    last_tiered: dict[TP, int] = field(default_factory=dict)
 
 
 def sample_logs(admin, topics: set[str]) -> LogSample:
@@ -66,8 +69,21 @@ def sample_logs(admin, topics: set[str]) -> LogSample:
         s.sizes[(topic, int(part))] = {int(b): v for b, v in per.items()}
     led = [TopicPartition(*tp) for tp, b in s.leaders.items() if b >= 0]
     s.offsets = mp.leader_offsets(admin, led, OffsetSpec, 5000)
+    s.last_tiered = last_tiered_offsets(admin, led, OffsetSpec)
     s.ts = (s.ts + time.time()) / 2
     return s
+
+
+def last_tiered_offsets(admin, tps: list, OffsetSpec) -> dict[TP, int]:
+    """Each leader's last tiered offset, where it has tiered any (none on a cluster without tiered
+    storage, or one whose brokers do not know LATEST_TIERED)."""
+    if not tps:
+        return {}
+    try:
+        last = admin.list_partition_offsets({tp: OffsetSpec.LATEST_TIERED for tp in tps}, timeout_ms=5000)
+    except Exception:  # noqa: BLE001 - no tiered storage, or no ListOffsets v9: the local log stands
+        return {}
+    return {(tp.topic, tp.partition): o.offset for tp, o in last.items() if o.offset >= 0}
 
 
 class EstimateFn(Protocol):

@@ -219,3 +219,27 @@ def test_calibration_counts_an_external_clusters_runs_as_the_system_its_configs_
     assert run.system == "external"  # the default: as it ran, never pooled with the harness's systems
     (run,), _ = discover_runs([tmp_path / "r"], external_as_profile=True)
     assert run.system == "replication"
+
+
+def test_a_tiered_copy_from_the_last_tiered_offset_is_its_untiered_tail_at_the_newest_records_size(tmp_path):
+    from bench.analysis.estimate import facts_between
+    from bench.run.move_estimate import LogSample
+
+    tp = ("t", 0)
+    # a 64 MiB local log of large old records (offsets 0-999), then 4 kB records: 200 written between
+    # the samples, 300 after the last tiered offset 1099
+    first = LogSample(100.0, {tp: [1, 2, 3]}, {tp: 1}, {tp: {1: 64_000_000 + 200_000}}, {tp: (0, 1200)})
+    second = LogSample(104.0, {tp: [1, 2, 3]}, {tp: 1}, {tp: {1: 64_000_000 + 1_000_000}}, {tp: (0, 1400)},
+                       last_tiered={tp: 1099})
+    (f,) = facts_between([{"topic": "t", "partition": 0, "replicas": [4, 2, 3]}], first, second)
+    assert f.untiered_bytes == pytest.approx(300 * 4_000)  # not 300 x the log's mean (~46 kB)
+    assert f.ingest_bytes_per_s == pytest.approx(200_000)
+    src = est.load_model("tiered", model_json(tmp_path, family="tiered_copy", system="tiered", fixed=0.2))
+    caps = est.Caps({1: 8 * MB})
+    kip1023 = est.estimate([f], src, caps, from_last_tiered=True)["partitions"][0]
+    kip405 = est.estimate([f], src, caps, from_last_tiered=False)["partitions"][0]
+    assert kip1023["bytes_to_copy"] == f.untiered_bytes and kip405["bytes_to_copy"] == f.size_bytes
+    assert kip1023["seconds"] < 1 < 8 < kip405["seconds"]
+    second.last_tiered.clear()  # nothing tiered (or no tiered storage): the local log
+    (f,) = facts_between([{"topic": "t", "partition": 0, "replicas": [4, 2, 3]}], first, second)
+    assert f.untiered_bytes is None
