@@ -26,7 +26,7 @@ SCENARIO = "calibrate-cluster"
 
 def cmd_calibrate(args) -> int:
     from bench.analysis.aggregate import AggregateError, aggregate
-    from bench.analysis.estimate import CALIBRATION_FILE, calibration_key
+    from bench.analysis.estimate import CALIBRATION_FILE, CALIBRATIONS, calibration_key
     from bench.run import clients, runner
     from bench.run.external import ExternalCluster
     from bench.run.provenance import git_state
@@ -95,7 +95,7 @@ def cmd_calibrate(args) -> int:
         print(f"  held-out {axis}: {counts}{worst}")
     print("validated on held-out moves" if validity.get("validated")
           else f"not validated: {validity.get('reason') or 'no passing held-out check'}")
-    default = Path(args.results).resolve() == (Path(__file__).resolve().parents[2] / "results")
+    default = Path(args.results).resolve() == CALIBRATIONS.parent  # where --estimate looks
     where = (f"`python -m bench reassign --bootstrap-server {args.bootstrap_server} ... --estimate` uses it on "
              "this cluster" if default else f"use it with `--estimate --model {out / 'aggregate' / 'model.json'}`")
     print(f"stored in {out}/ ({CALIBRATION_FILE}, aggregate/model.json); {where}")
