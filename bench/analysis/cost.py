@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from bench.analysis.model import family_of
 from bench.history.names import OBJSTORE_REQUEST_KINDS
 
 DEFAULT_PRICES = Path(__file__).with_name("prices") / "aws-us-east-1.yaml"
@@ -127,8 +128,6 @@ def headline_costs(prices: Prices, headline: list[dict[str, Any]], measured: dic
     objects (shared) sends none, and its requests per move are the measured median of that system's
     moves (a close and an open make a fixed few whatever the partition's size: its objects are
     referenced, not copied), times the case's moves. A case the network cannot carry has no cost."""
-    from bench.analysis.model import family_of
-
     per_system: dict[str, list[dict[str, Any]]] = {}
     for c in measured.values():
         per_system.setdefault(c["system"], []).append(c)

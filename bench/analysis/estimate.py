@@ -72,7 +72,7 @@ def calibrated_model(admin, root: Path = CALIBRATIONS) -> Path | None:
         return None
     boot = admin.config.get("bootstrap_servers")
     boot = ",".join(boot) if isinstance(boot, list) else str(boot or "")
-    for key in dict.fromkeys(k for k in (cid and calibration_key(cid, ""), calibration_key(None, boot)) if k):
+    for key in dict.fromkeys((calibration_key(cid, boot), calibration_key(None, boot))):
         p = root / key / "aggregate" / "model.json"
         if p.is_file():
             return p
@@ -244,10 +244,6 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
     bytes are the leader's untiered tail where it has tiered any."""
     m = src.model
     copies = m.kind.copies
-
-    def to_copy(f: PartitionFacts) -> float:
-        tiered_tail = from_last_tiered and m.family == TIERED_FAMILY and f.untiered_bytes is not None
-        return f.untiered_bytes if tiered_tail else f.size_bytes
     if not copies and handover is None:
         raise EstimateError(f"{src.system}: the brokers' WAL settings (wal.upload.threshold.bytes, "
                             "wal.upload.interval.ms) are needed to bound the tail a handover uploads")
@@ -266,7 +262,8 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
             row.update(seconds=m.fixed_s, seconds_low=m.fixed_s * (1 - band), seconds_high=m.fixed_s * (1 + band),
                        bytes=0.0, feasible=True)
         elif copies:
-            b = to_copy(f)
+            tiered_tail = from_last_tiered and m.family == TIERED_FAMILY and f.untiered_bytes is not None
+            b = f.untiered_bytes if tiered_tail else f.size_bytes
             t = m.predict(b, cap, f.ingest_bytes_per_s)
             ok = math.isfinite(t)
             row.update(seconds=t if ok else None, seconds_low=t * (1 - band) if ok else None,
@@ -400,7 +397,7 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
     facts = facts_between(plan, first, second)
     configs = mp.broker_configs(admin)
     name = system or mp.system_of(configs)
-    if model is None and search is None and (cal := calibrated_model(admin)) is not None:
+    if source is None and model is None and search is None and (cal := calibrated_model(admin)) is not None:
         search = (cal, *MODEL_PATHS)  # this cluster's own model first
     src = source if source is not None and source.system == name else load_model(name, model, search)
     brokers = {b for f in facts for b in (*f.replicas, *f.target)}

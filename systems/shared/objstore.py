@@ -68,8 +68,9 @@ _PURPOSE: contextvars.ContextVar[str | None] = contextvars.ContextVar("objstore_
 
 
 @contextlib.contextmanager
-def purpose(tag: str):
-    """Count the object-store requests made inside this block under `tag` as well."""
+def purpose(tag: str | None):
+    """Count the object-store requests made inside this block under `tag` as well (None: under
+    none, for work a tagged block starts that is not its own)."""
     token = _PURPOSE.set(tag)
     try:
         yield
