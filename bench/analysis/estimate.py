@@ -16,8 +16,9 @@ much they missed). Per partition:
   copy never catches up (``feasible: false``). For tiered storage ``B`` is, where the brokers start a
   new replica after the last tiered offset (KIP-1023) and the leader has tiered some of its log, the
   bytes after its last tiered offset (ListOffsets LATEST_TIERED, KIP-1005; those offsets at the
-  bytes per offset of the records written between the samples); else the leader's local log
-  (DescribeLogDirs reports local bytes).
+  bytes per offset of the records written between the samples), grown by the ingest over the
+  model's fixed part (the new replica asks for it only after rebuilding its start from object
+  storage); else the leader's local log (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
   the stream: ``t = c + tail / (u x L)``; the protocol does not show the tail, so the estimate spans
   tail = 0 (``seconds_low``) to what the WAL can hold before it uploads (the smaller of the upload
@@ -263,7 +264,9 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
                        bytes=0.0, feasible=True)
         elif copies:
             tiered_tail = from_last_tiered and m.family == TIERED_FAMILY and f.untiered_bytes is not None
-            b = f.untiered_bytes if tiered_tail else f.size_bytes
+            # the model's L is the tail when the new replica asks the leader, after it rebuilt its
+            # start from object storage (inside the fixed part): the tail grows meanwhile
+            b = f.untiered_bytes + f.ingest_bytes_per_s * m.fixed_s if tiered_tail else f.size_bytes
             t = m.predict(b, cap, f.ingest_bytes_per_s)
             ok = math.isfinite(t)
             row.update(seconds=t if ok else None, seconds_low=t * (1 - band) if ok else None,
