@@ -16,7 +16,8 @@ much they missed). Per partition:
   copy never catches up (``feasible: false``). For tiered storage ``B`` is, where the brokers start a
   new replica after the last tiered offset (KIP-1023) and the leader has tiered some of its log, the
   bytes after its last tiered offset (ListOffsets LATEST_TIERED, KIP-1005; those offsets at the
-  bytes per offset of the records written between the samples), grown by the ingest over the
+  bytes per offset of a few records sampled across them with Fetch, and of the records written
+  between the samples), grown by the ingest over the
   model's fixed part (the new replica asks for it only after rebuilding its start from object
   storage); else the leader's local log (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
@@ -354,9 +355,11 @@ def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list
 
 
 def untiered_of(tp: tuple[str, int], size: float, first: LogSample, second: LogSample) -> float | None:
-    """The leader's bytes after its last tiered offset: those offsets at the bytes per offset of the
-    records written between the two samples (the newest records: the tail's own kind), else at the
-    local log's mean; at most the local log. None where nothing is tiered."""
+    """The leader's bytes after its last tiered offset: the offsets the first sample's tail profile
+    covers at its sampled bytes per offset (bench/run/move_estimate.py sample_tail: a tail may start
+    with records of another size than its newest), the others at the bytes per offset of the records
+    written between the two samples (the newest records: the tail's own kind), else at the local
+    log's mean; at most the local log. None where nothing is tiered."""
     last = second.last_tiered.get(tp)
     if last is None or tp not in second.offsets:
         return None
@@ -364,11 +367,17 @@ def untiered_of(tp: tuple[str, int], size: float, first: LogSample, second: LogS
     if end <= last + 1:
         return 0.0
     per = size / (end - start) if end > start else 0.0
-    if tp in first.offsets and first.leaders.get(tp) == second.leaders.get(tp):
+    same_leader = tp in first.offsets and first.leaders.get(tp) == second.leaders.get(tp)
+    if same_leader:
         grew, was = end - first.offsets[tp][1], first.sizes.get(tp, {}).get(second.leaders[tp])
         if grew > 0 and was is not None and size > was:
             per = (size - was) / grew
-    return min(size, (end - last - 1) * per)
+    prof = first.tails.get(tp) if same_leader else None
+    if prof is None:
+        return min(size, (end - last - 1) * per)
+    known = prof.bytes_between(last + 1, end)
+    unknown = (end - last - 1) - max(0, min(end, prof.end) - max(last + 1, prof.start))
+    return min(size, known + unknown * per)
 
 
 def broker_rates(admin, brokers: set[int]) -> dict[int, float]:

@@ -386,7 +386,7 @@ def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: st
                    if (p["topic"], p["partition"]) not in current]
         if missing:
             raise PlanError("the plan names partitions the cluster does not have: " + "; ".join(missing))
-        first = me.sample_logs(admin, topics)
+        first = me.sample_logs(admin, topics, profile_tails=True)
         time.sleep(max(sample_s, 0.0))
         second = me.sample_logs(admin, topics)
         e = est.cluster_estimate(admin, plan, first, second, throttle=throttle,

@@ -45,12 +45,109 @@ class LogSample:
     # the leader's last offset in object storage (ListOffsets LATEST_TIERED, KIP-1005), where it has
     # tiered any: a KIP-1023 replica copies only what follows it
     last_tiered: dict[TP, int] = field(default_factory=dict)
+    # the bytes per offset after the last tiered offset, sampled (sample_logs(profile_tails=True))
+    tails: dict[TP, TailProfile] = field(default_factory=dict)
 
 
-def sample_logs(admin, topics: set[str]) -> LogSample:
+# Records of a tail sampled to price its offsets (one Fetch each); a tail's bytes per offset can
+# change inside it (the end of a prefill of large records, then small ones), where sampling bisects
+# until it finds the offset of the change or the budget is spent.
+TAIL_SAMPLES = 24
+TAIL_FIRST = 8  # evenly spread first, then bisect where neighbours differ by more than TAIL_STEP
+TAIL_STEP = 1.25
+# A record's bytes in the log beyond its key, value and headers: its length, attributes,
+# timestamp and offset deltas (varints), and its share of the batch header (61 bytes).
+RECORD_OVERHEAD = 12
+
+
+@dataclass
+class TailProfile:
+    """Bytes per offset over the offsets ``[start, end)`` of a log, from records sampled at
+    ``points`` (offset -> bytes of the record found there); between two sampled offsets the first
+    half is priced at the lower one's size, the second at the upper one's."""
+
+    start: int
+    end: int
+    points: dict[int, float]
+
+    def bytes_between(self, lo: int, hi: int) -> float:
+        """The bytes of the offsets ``[lo, hi)`` (clipped to the profile)."""
+        lo, hi = max(lo, self.start), min(hi, self.end)
+        if hi <= lo or not self.points:
+            return 0.0
+        xs = sorted(self.points)
+        total = 0.0
+        for i, x in enumerate(xs):  # offset x prices [left, right): halfway to its neighbours
+            left = self.start if i == 0 else (xs[i - 1] + x + 1) // 2
+            right = self.end if i == len(xs) - 1 else (x + xs[i + 1] + 1) // 2
+            total += max(0, min(hi, right) - max(lo, left)) * self.points[x]
+        return total
+
+
+def sample_tail(size_at, start: int, end: int, budget: int = TAIL_SAMPLES) -> TailProfile:
+    """The profile of ``[start, end)`` from ``size_at(offset)`` (a record's bytes, None: no record
+    there), at most ``budget`` calls."""
+    pts: dict[int, float] = {}
+    if end <= start:
+        return TailProfile(start, end, pts)
+    n = min(TAIL_FIRST, end - start)
+    todo = sorted({start + (end - 1 - start) * i // max(n - 1, 1) for i in range(n)})
+    tried: set[int] = set()
+    while todo and len(tried) < budget:
+        for o in todo[: budget - len(tried)]:
+            tried.add(o)
+            b = size_at(o)
+            if b is not None:
+                pts[o] = float(b)
+        xs = sorted(pts)
+        gaps = [(b - a, (a + b) // 2) for a, b in zip(xs, xs[1:]) if b - a > 1 and (a + b) // 2 not in tried
+                and max(pts[a], pts[b]) > TAIL_STEP * max(min(pts[a], pts[b]), 1.0)]
+        todo = [max(gaps)[1]] if gaps else []
+    return TailProfile(start, end, pts)
+
+
+def tail_profiles(admin, tps: dict[TP, tuple[int, int]]) -> dict[TP, TailProfile]:
+    """Each partition's profile of ``(first, end)`` offsets, read with a consumer of the admin's
+    settings (one Fetch of at most one batch per sample); a partition that cannot be read is left
+    out (its tail is then priced by its newest records)."""
+    if not tps:
+        return {}
+    from kafka import KafkaConsumer, TopicPartition
+
+    conf = {k: v for k, v in admin.config.items() if k in KafkaConsumer.DEFAULT_CONFIG and k not in (
+        "client_id", "group_id", "enable_auto_commit", "max_partition_fetch_bytes", "fetch_max_bytes")}
+    c = KafkaConsumer(**conf, client_id="bench-estimate-tail", group_id=None, enable_auto_commit=False,
+                      max_partition_fetch_bytes=1, fetch_max_bytes=1)
+    out = {}
+    try:
+        for (topic, part), (first, end) in tps.items():
+            tp = TopicPartition(topic, part)
+            c.assign([tp])
+
+            def size_at(o: int, tp=tp) -> float | None:
+                c.seek(tp, o)
+                recs = c.poll(timeout_ms=1000, max_records=1).get(tp) or []
+                if not recs:
+                    return None
+                r = recs[0]
+                return (max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0)
+                        + max(r.serialized_header_size, 0) + RECORD_OVERHEAD)
+
+            try:
+                out[(topic, part)] = sample_tail(size_at, first, end)
+            except Exception as e:  # noqa: BLE001 - this partition's tail stays unsampled
+                log.info("sampling %s-%s's tail: %s", topic, part, e)
+    finally:
+        c.close()
+    return out
+
+
+def sample_logs(admin, topics: set[str], profile_tails: bool = False) -> LogSample:
     """Replicas and leaders (Metadata), every replica's log size (DescribeLogDirs of the brokers
     holding one) and the leaders' offsets (ListOffsets) of ``topics``; a broker that does not answer
-    is left out."""
+    is left out. ``profile_tails``: also sample the bytes per offset after each last tiered offset
+    (:func:`tail_profiles`, a few Fetches a partition: the first of two samples takes it, where
+    the time before the move allows)."""
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
@@ -70,6 +167,9 @@ def sample_logs(admin, topics: set[str]) -> LogSample:
     led = [TopicPartition(*tp) for tp, b in s.leaders.items() if b >= 0]
     s.offsets = mp.leader_offsets(admin, led, OffsetSpec, 5000)
     s.last_tiered = last_tiered_offsets(admin, led, OffsetSpec)
+    if profile_tails:
+        s.tails = tail_profiles(admin, {tp: (last + 1, s.offsets[tp][1]) for tp, last in s.last_tiered.items()
+                                        if tp in s.offsets and s.offsets[tp][1] > last + 1})
     s.ts = (s.ts + time.time()) / 2
     return s
 
@@ -121,7 +221,7 @@ class RunEstimator:
         def body() -> None:
             try:
                 with self._lock:
-                    got.append(sample_logs(self.admin(), self.topics))
+                    got.append(sample_logs(self.admin(), self.topics, profile_tails=True))
                 time.sleep(max(0.0, at - time.time()))
                 with self._lock:
                     got.append(sample_logs(self.admin(), self.topics))

@@ -226,6 +226,33 @@ def test_new_replica_skips_tiered_data_the_leader_still_holds(cluster):
     _check_all(cluster, topic, acked)
 
 
+def test_an_estimate_prices_an_untiered_tail_of_two_record_sizes_as_the_leader_does(cluster):
+    """The estimate's bytes after the last tiered offset (bench/run/move_estimate.py: records sampled
+    across the tail with Fetch) against what the leader then tells the new replica to copy, for a
+    tail that starts with 64 KiB records and ends with 4 KiB ones (a prefill, then the load)."""
+    from bench.analysis.estimate import facts_between
+    from bench.run.move_estimate import sample_logs
+
+    topic = "tier-est"
+    _topic(cluster, topic, [1, 2, 3], segment_bytes=4 * MiB, local_retention_bytes=64 * MiB)
+    _fill(cluster, topic, 100, size=64 * KiB, tag="big")  # one 4 MiB segment tiered, ~2.4 MiB active
+    _fill(cluster, topic, 200, size=4 * KiB, tag="small")
+    wait_for(lambda: _metrics(cluster, 1, topic).get("highest_tiered_offset", -1) >= 50, 30, "a segment tiered")
+    a = admin(cluster.bootstrap)
+    try:
+        first = sample_logs(a, {topic}, profile_tails=True)
+        second = sample_logs(a, {topic})
+    finally:
+        a.close()
+    (f,) = facts_between([{"topic": topic, "partition": 0, "replicas": [4, 2, 3]}], first, second)
+    first.tails.clear()  # without the samples: no load between the two, so at the local log's mean
+    (newest,) = facts_between([{"topic": topic, "partition": 0, "replicas": [4, 2, 3]}], first, second)
+    _move_and_wait(cluster, topic, [4, 2, 3])
+    named = _events(cluster, 1, "tiered_copy_from", topic)[-1]["bytes_to_copy"]
+    assert f.untiered_bytes == pytest.approx(named, rel=0.03), (f.untiered_bytes, named)
+    assert abs(newest.untiered_bytes / named - 1) > 0.3  # what the estimate took before it sampled the tail
+
+
 @pytest.mark.parametrize("victim", ["target", "leader"])
 def test_kill_during_tiered_move_loses_nothing(cluster, victim):
     """kill -9 of the new replica (mid-copy of the tail) or of the leader during a throttled tiered

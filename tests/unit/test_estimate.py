@@ -135,7 +135,7 @@ def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting
 
     samples: list[float] = []
 
-    def fake_sample(admin, topics):
+    def fake_sample(admin, topics, profile_tails=False):
         samples.append(time.time())
         return me.LogSample(time.time())
 
@@ -245,3 +245,39 @@ def test_a_tiered_copy_from_the_last_tiered_offset_is_its_untiered_tail_at_the_n
     second.last_tiered.clear()  # nothing tiered (or no tiered storage): the local log
     (f,) = facts_between([{"topic": "t", "partition": 0, "replicas": [4, 2, 3]}], first, second)
     assert f.untiered_bytes is None
+
+
+def test_a_tail_of_two_record_sizes_is_bisected_to_the_offset_where_they_change():
+    from bench.run.move_estimate import TAIL_SAMPLES, sample_tail
+
+    # offsets 4050-4721: the last 46 records of a prefill of 64 KiB records, then 4 kB ones
+    calls = []
+
+    def size_at(o):
+        calls.append(o)
+        return 65_536 if o < 4096 else 4_000
+
+    prof = sample_tail(size_at, 4050, 4722)
+    assert len(calls) <= TAIL_SAMPLES and len(set(calls)) == len(calls)
+    assert prof.bytes_between(4050, 4722) == 46 * 65_536 + (4722 - 4096) * 4_000
+    assert prof.bytes_between(4100, 4200) == 100 * 4_000  # any part of it, exactly
+    # one size throughout: the first spread of samples, no bisection
+    calls.clear()
+    assert sample_tail(lambda o: calls.append(o) or 1_000, 0, 10_000).bytes_between(0, 10_000) == 10_000_000
+    assert len(calls) == 8
+
+
+def test_the_untiered_tail_takes_the_sampled_profile_and_prices_newer_offsets_at_the_newest_records():
+    from bench.analysis.estimate import untiered_of
+    from bench.run.move_estimate import LogSample, TailProfile
+
+    tp = ("t", 0)
+    # first sample: last tiered 999, end 1300; its profile: 100 offsets of 60 kB, then 4 kB
+    prof = TailProfile(1000, 1300, {1000: 60_000, 1099: 60_000, 1100: 4_000, 1299: 4_000})
+    first = LogSample(100.0, {tp: [1]}, {tp: 1}, {tp: {1: 50_000_000}}, {tp: (0, 1300)}, {tp: 999}, {tp: prof})
+    # second: 200 more 4 kB records, and the leader tiered up to 1049 meanwhile
+    second = LogSample(105.0, {tp: [1]}, {tp: 1}, {tp: {1: 50_800_000}}, {tp: (0, 1500)}, {tp: 1049})
+    assert untiered_of(tp, 50_800_000, first, second) == pytest.approx(50 * 60_000 + 200 * 4_000 + 200 * 4_000)
+    # without a profile: every offset at the newest records' size
+    first.tails.clear()
+    assert untiered_of(tp, 50_800_000, first, second) == pytest.approx(450 * 4_000)
