@@ -6,7 +6,7 @@ import signal
 import sys
 
 from bench.cli import cluster as cluster_cli
-from bench.cli import calibrate, chaos, figures, objstore, reassign, soak
+from bench.cli import calibrate, chaos, figures, objstore, reassign, soak, spark
 from bench.cli import runs as run_cli
 from bench.run.cluster import ClusterError
 
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_parser(sub)
     figures.add_parser(sub)
     objstore.add_parser(sub)
+    spark.add_parser(sub)
     return p
 
 

@@ -6,8 +6,12 @@ times slower on millions of rows."""
 from __future__ import annotations
 
 import os
+import tempfile
+import zipfile
 from collections.abc import Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
@@ -18,33 +22,62 @@ APPROX_ACCURACY = 100_000
 QUANTILES = (0.5, 0.99, 0.999)
 
 
+SHIPPED = ("bench", "systems", "workloads")  # the checkout's packages an executor may import
+
+
 @contextmanager
 def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuffle_partitions: int = 4,
                   app_name: str = "reassign-bench-aggregate", conf: dict[str, str] | None = None):
-    """A Spark session configured for this machine (local, loopback only, no UI); always stopped.
-    ``conf``: more Spark settings (e.g. :data:`SMALL_INPUTS`), applied last."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    """A Spark session configured for this machine (no UI; loopback only when the master is local
+    or on this machine); always stopped. On a cluster (``spark://``, ``yarn``, ``k8s://``) the
+    executors get this checkout's packages (:func:`ship_code`), so they run the driver's
+    code, not whatever version their machine has installed. ``conf``: more Spark settings (e.g.
+    :data:`SMALL_INPUTS`), applied last."""
+    master = master or "local[*]"
+    here = master.startswith("local") or on_this_machine(master)
+    if here:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    master = master or "local[*]"
     b = (SparkSession.builder.master(master).appName(app_name)
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.memory", driver_memory)
          .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.sql.adaptive.enabled", "true"))
-    if master.startswith("local"):
-        b = (b.config("spark.driver.memory", driver_memory)
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1"))
+    if here:
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    try:
-        yield spark
-    finally:
-        spark.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+        try:
+            if not master.startswith("local"):
+                spark.sparkContext.addPyFile(ship_code(Path(tmp)))
+            yield spark
+        finally:
+            spark.stop()
+
+
+def on_this_machine(master: str) -> bool:
+    """A ``spark://`` master on a loopback address: its executors reach a driver bound to loopback."""
+    host = urlsplit(master).hostname or ""
+    return master.startswith("spark://") and (host == "localhost" or host.startswith("127."))
+
+
+def ship_code(tmp: Path) -> str:
+    """This checkout's packages (``bench`` and what it imports: ``systems``, ``workloads``) as a zip
+    for the executors: the cluster simulations of the projection run there as Python tasks."""
+    root = Path(__file__).resolve().parents[3]
+    out = tmp / "code.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in SHIPPED:
+            for f in sorted((root / pkg).rglob("*.py")):
+                if "__pycache__" not in f.parts:
+                    z.write(f, f.relative_to(root))
+    return str(out)
 
 
 # For a few small runs (the tests' synthetic and short runs): where the JVM's start and the tasks'
