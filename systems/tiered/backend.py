@@ -365,8 +365,7 @@ class TieredBackend(ReplicationBackend):
             tag = _requests_tag("rebuild", p)
             try:
                 with purpose(tag):
-                    await p.remote.refresh()
-                    seg = p.remote.find(start - 1) if start > 0 else None
+                    seg = await p.remote.segment_holding(start - 1) if start > 0 else None
                     epochs, producers, aux = await p.remote.aux_state(seg) if seg is not None else ([], {}, 0)
             except ObjectStoreError as e:
                 log.warning("%s-%d: reading the tiered state failed: %s", p.topic, p.index, e)

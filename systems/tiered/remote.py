@@ -36,10 +36,17 @@ from systems.shared.store import Block
 log = logging.getLogger("tiered.remote")
 _IDX = struct.Struct(">iiiq")  # systems/core/log.py's index entry: rel base, last delta, position, max ts
 SUFFIXES = (".log", ".index", ".snapshot", ".epochs")
-# Manifest GETs in flight at once when a replica first lists its partition: one after another, a
-# 256 MiB partition of 29 segments took 1.3 s of 30-80 ms GETs before its copy could start
-# (docs/reassign.md); as many as the shared controller's WAL recovery reads at once.
+# Manifest GETs in flight at once when a broker lists a partition's tiered segments: one after
+# another, a 256 MiB partition's 29 took 1.3 s of 30-80 ms GETs (docs/reassign.md); as many as
+# the shared controller's WAL recovery reads at once.
 MANIFEST_GETS = 8
+
+
+def _base_of(key: str) -> int | None:
+    """A manifest key's segment base offset (``.../<base:020d>-<uid>.json``)."""
+    name = key.rsplit("/", 1)[-1]
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,25 @@ class RemoteLog:
         self._manifests = found
         self.segments = sorted(found.values(), key=lambda s: (s.base, s.last))
         self.loaded = True
+
+    async def segment_holding(self, offset: int) -> RemoteSegment | None:
+        """The tiered segment holding `offset`, from one LIST and the GET of its manifest only (a
+        manifest's key starts with its segment's base offset): what a new replica needs before it
+        copies, as Kafka's replica asks its in-memory remote-log metadata for one segment rather
+        than reading them all; the full listing follows in the remote log manager's loop."""
+        keys = [k for k in await self.store.alist(self.dir) if k.endswith(".json")]
+        below = sorted((k for k in keys if _base_of(k) is not None and _base_of(k) <= offset), key=_base_of,
+                       reverse=True)
+        for k in below:  # segments of different leaders may overlap: the latest-starting first
+            seg = self._manifests.get(k)
+            if seg is None:
+                try:
+                    seg = self._manifests[k] = self._parse(k, await self.store.aget(k))
+                except ObjectNotFound:
+                    continue
+            if seg.base <= offset <= seg.last:
+                return seg
+        return None
 
     @staticmethod
     def _parse(key: str, body: bytes) -> RemoteSegment:
