@@ -21,7 +21,9 @@ much they missed). Per partition:
   model's fixed part (the new replica asks for it only after rebuilding its start from object
   storage); else the leader's local log (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
-  the stream: ``t = c + tail / (u x L)``; the protocol does not show the tail, so the estimate spans
+  the stream: ``t = c + tail / (u x L)``, ``L`` the old owner's cap on a move's upload (its
+  profile's ``move_cap_config``, e.g. shared.move.upload.bytes.per.s, where set; else its link);
+  the protocol does not show the tail, so the estimate spans
   tail = 0 (``seconds_low``) to what the WAL can hold before it uploads (the smaller of the upload
   threshold and the ingest over the upload interval: ``seconds_high``), the middle as ``seconds``.
 
@@ -49,6 +51,7 @@ from bench.analysis.rebalance import SimMove, simulate
 from bench.run import move_progress as mp
 from bench.run.move_estimate import LogSample
 from bench.paths import ROOT
+from systems.registry import profile
 
 # Where a model is looked for when none is named: a local aggregate, then the repository's bundled
 # one (the models of the last stored `make bench`, docs/measured.md).
@@ -81,7 +84,6 @@ def calibrated_model(admin, root: Path = CALIBRATIONS) -> Path | None:
     return None
 
 
-THROTTLE_KEY = "leader.replication.throttled.rate"
 KIP_1023_KEY = "follower.fetch.last.tiered.offset.enable"  # a new replica starts after the last tiered offset
 TIERED_FAMILY = "tiered_copy"
 NO_THROTTLE = 2**63 - 1  # Kafka's "no throttle" is Long.MAX_VALUE
@@ -380,8 +382,9 @@ def untiered_of(tp: tuple[str, int], size: float, first: LogSample, second: LogS
     return min(size, known + unknown * per)
 
 
-def broker_rates(admin, brokers: set[int]) -> dict[int, float]:
-    """Each broker's leader.replication.throttled.rate (dynamic config), where set."""
+def broker_rates(admin, brokers: set[int], key: str = mp.THROTTLE_KEYS[0]) -> dict[int, float]:
+    """Each broker's cap on a move's bytes/s (``key``, the system's ``move_cap_config``: Kafka's
+    leader.replication.throttled.rate, a dynamic config), where set."""
     from kafka.admin import ConfigResource, ConfigResourceType
     from kafka.errors import KafkaError
 
@@ -389,7 +392,7 @@ def broker_rates(admin, brokers: set[int]) -> dict[int, float]:
     for b in sorted(brokers):
         try:
             res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))], config_filter="all")
-            v = mp.config_value(res.get("broker", {}).get(str(b), {}).get(THROTTLE_KEY))
+            v = mp.config_value(res.get("broker", {}).get(str(b), {}).get(key))
         except KafkaError:
             continue
         if v not in (None, "") and float(v) < NO_THROTTLE:
@@ -413,7 +416,8 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
         search = (cal, *MODEL_PATHS)  # this cluster's own model first
     src = source if source is not None and source.system == name else load_model(name, model, search)
     brokers = {b for f in facts for b in (*f.replicas, *f.target)}
-    rates = {b: float(throttle) for b in brokers} if throttle else broker_rates(admin, brokers)
+    rates = ({b: float(throttle) for b in brokers} if throttle
+             else broker_rates(admin, brokers, profile(name).move_cap_config))
     handover = None
     if not src.model.kind.copies and "wal.upload.threshold.bytes" in configs:
         handover = Handover(float(configs["wal.upload.threshold.bytes"]),

@@ -50,7 +50,6 @@ from bench.units import rate_bits
 CONNECT_TIMEOUT_S = 1.5
 BOOTSTRAP_TIMEOUT_S = 2.0
 
-RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
@@ -254,7 +253,7 @@ def set_throttles(admin, plan, current, rate: int) -> None:
         leader_list[p["topic"]] += [f"{p['partition']}:{b}" for b in cur]
         follower_list[p["topic"]] += [f"{p['partition']}:{b}" for b in target if b not in cur]
     resources = [ConfigResource(ConfigResourceType.BROKER, str(b), configs={k: (AlterConfigOp.SET, str(rate))
-                                                                           for k in RATE_KEYS})
+                                                                           for k in mp.THROTTLE_KEYS})
                  for b in sorted(brokers)]
     for topic in sorted(set(leader_list) | set(follower_list)):
         resources.append(ConfigResource(ConfigResourceType.TOPIC, topic, configs={
@@ -265,7 +264,7 @@ def set_throttles(admin, plan, current, rate: int) -> None:
 
 def clear_throttles(admin, brokers: list[int], topics: list[str], out) -> None:
     resources = [ConfigResource(ConfigResourceType.BROKER, str(b), configs={k: (AlterConfigOp.DELETE, None)
-                                                                           for k in RATE_KEYS})
+                                                                           for k in mp.THROTTLE_KEYS})
                  for b in brokers]
     resources += [ConfigResource(ConfigResourceType.TOPIC, t, configs={k: (AlterConfigOp.DELETE, None)
                                                                       for k in REPLICA_KEYS})

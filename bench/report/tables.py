@@ -183,7 +183,10 @@ def cost_note(prices: cost.Prices) -> str:
             f"{cost.ZONES_NOTE} "
             f"Prices: {prices.cross_zone_per_gb:g} {prices.currency} per GB crossing a zone; per 1,000 requests "
             + ", ".join(f"{k.upper()} {v:g}" for k, v in prices.requests_per_1000.items())
-            + f". {prices.note} The headline cases below are priced from the same medians.")
+            + f". {prices.note} The headline cases below are priced from the same medians. Not in these "
+            "figures: storage held during the move (GB-months), and an SDK call's own retries (each call "
+            "counts once). A close's flush of the WAL to object storage counts as the move's, although the "
+            "next upload round would have made it anyway.")
 
 
 def _money(x: Any, currency: str) -> str:

@@ -36,7 +36,6 @@ from bench.run.cluster import ClusterError
 log = logging.getLogger("bench.run.external")
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable bootstrap fails within this
-THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
 class ExternalCluster:
@@ -203,7 +202,7 @@ class ExternalCluster:
     def _broker_configs(self, broker: int) -> dict[str, Any]:
         from kafka.admin import ConfigResource, ConfigResourceType
 
-        res = self.admin().describe_configs([ConfigResource(ConfigResourceType.BROKER, str(broker), list(THROTTLE_KEYS))],
+        res = self.admin().describe_configs([ConfigResource(ConfigResourceType.BROKER, str(broker), list(mp.THROTTLE_KEYS))],
                                             config_filter="all")
         return res.get("broker", {}).get(str(broker), {})
 
@@ -222,9 +221,9 @@ class ExternalCluster:
             # Only a value set on this broker dynamically is the cluster's to get back; a default
             # or static value comes back by itself once the dynamic one is deleted.
             self._saved[b] = {k: (own[k]["value"] if k in own and own[k].get("config_source") in (2, "DYNAMIC_BROKER_CONFIG")
-                                  else None) for k in THROTTLE_KEYS}
-            self._alter(b, {k: ("SET", str(rate)) for k in THROTTLE_KEYS})
-        self.config = {k: str(rate) for k in THROTTLE_KEYS}
+                                  else None) for k in mp.THROTTLE_KEYS}
+            self._alter(b, {k: ("SET", str(rate)) for k in mp.THROTTLE_KEYS})
+        self.config = {k: str(rate) for k in mp.THROTTLE_KEYS}
 
     def _restore_throttle(self) -> None:
         for b, saved in list(self._saved.items()):

@@ -58,6 +58,7 @@ TAIL_STEP = 1.25
 # A record's bytes in the log beyond its key, value and headers: its length, attributes,
 # timestamp and offset deltas (varints), and its share of the batch header (61 bytes).
 RECORD_OVERHEAD = 12
+TAIL_TIME_S = 10.0  # a plan's tails are sampled for at most this long; the rest go unsampled
 
 
 @dataclass
@@ -106,27 +107,36 @@ def sample_tail(size_at, start: int, end: int, budget: int = TAIL_SAMPLES) -> Ta
     return TailProfile(start, end, pts)
 
 
-def tail_profiles(admin, tps: dict[TP, tuple[int, int]]) -> dict[TP, TailProfile]:
+def tail_profiles(admin, tps: dict[TP, tuple[int, int]], time_s: float = TAIL_TIME_S) -> dict[TP, TailProfile]:
     """Each partition's profile of ``(first, end)`` offsets, read with a consumer of the admin's
-    settings (one Fetch of at most one batch per sample); a partition that cannot be read is left
-    out (its tail is then priced by its newest records)."""
+    settings (one Fetch of at most one batch per sample), for at most ``time_s`` in all; a
+    partition not sampled is left out (its tail is then priced by its newest records)."""
     if not tps:
         return {}
     from kafka import KafkaConsumer, TopicPartition
 
     conf = {k: v for k, v in admin.config.items() if k in KafkaConsumer.DEFAULT_CONFIG and k not in (
         "client_id", "group_id", "enable_auto_commit", "max_partition_fetch_bytes", "fetch_max_bytes")}
+    deadline = time.monotonic() + time_s
+    # auto_offset_reset none: an offset gone meanwhile (retention) is no record, never the log's end
     c = KafkaConsumer(**conf, client_id="bench-estimate-tail", group_id=None, enable_auto_commit=False,
-                      max_partition_fetch_bytes=1, fetch_max_bytes=1)
+                      max_partition_fetch_bytes=1, fetch_max_bytes=1, auto_offset_reset="none")
     out = {}
     try:
         for (topic, part), (first, end) in tps.items():
+            if time.monotonic() > deadline:
+                break
             tp = TopicPartition(topic, part)
             c.assign([tp])
 
             def size_at(o: int, tp=tp) -> float | None:
+                if time.monotonic() > deadline:
+                    return None
                 c.seek(tp, o)
-                recs = c.poll(timeout_ms=1000, max_records=1).get(tp) or []
+                try:
+                    recs = c.poll(timeout_ms=1000, max_records=1).get(tp) or []
+                except Exception:  # noqa: BLE001 - out of range now: no record there
+                    return None
                 if not recs:
                     return None
                 r = recs[0]
@@ -167,10 +177,10 @@ def sample_logs(admin, topics: set[str], profile_tails: bool = False) -> LogSamp
     led = [TopicPartition(*tp) for tp, b in s.leaders.items() if b >= 0]
     s.offsets = mp.leader_offsets(admin, led, OffsetSpec, 5000)
     s.last_tiered = last_tiered_offsets(admin, led, OffsetSpec)
+    s.ts = (s.ts + time.time()) / 2  # when the sizes were read: the tails' sampling comes after
     if profile_tails:
         s.tails = tail_profiles(admin, {tp: (last + 1, s.offsets[tp][1]) for tp, last in s.last_tiered.items()
                                         if tp in s.offsets and s.offsets[tp][1] > last + 1})
-    s.ts = (s.ts + time.time()) / 2
     return s
 
 

@@ -30,6 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 TP = tuple[str, int]
+# A broker's replication quotas (KIP-73, dynamic broker configs): the leader's rate caps what a
+# move's new replicas copy from it, the follower's what they fetch.
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
 @dataclass

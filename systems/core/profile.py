@@ -211,6 +211,10 @@ class SystemProfile:
     # becomes for this system, and what that mechanism is called in reports; None: no move budget.
     move_budget: str | None = None
     move_budget_label: str = ""
+    # The broker config that caps a move's bytes/s on a running cluster (read by `bench reassign
+    # --estimate` through DescribeConfigs): Kafka's leader replication throttle, unless the system
+    # moves otherwise; unset on a broker: the move is capped by its link only.
+    move_cap_config: str = "leader.replication.throttled.rate"
     # Broker configs (not scenario settings) with a production value the scale model checks
     # (besides COMMON_SCALED_CONFIGS and the scenario settings' own `production`).
     scaled_configs: tuple[ScaledConfig, ...] = ()

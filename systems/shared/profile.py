@@ -114,4 +114,5 @@ PROFILE = SystemProfile(
     # moves carry no tail (shared-tail measures them beside it).
     model_settings={HANDOFF.name: HANDOFF.default},
     move_budget_label="the cap on the move's forced upload of its tail (shared.move.upload.bytes.per.s)",
+    move_cap_config="shared.move.upload.bytes.per.s",
 )

@@ -281,3 +281,17 @@ def test_the_untiered_tail_takes_the_sampled_profile_and_prices_newer_offsets_at
     # without a profile: every offset at the newest records' size
     first.tails.clear()
     assert untiered_of(tp, 50_800_000, first, second) == pytest.approx(450 * 4_000)
+
+
+def test_a_brokers_move_cap_is_the_config_its_systems_profile_names():
+    from systems.registry import PROFILES
+
+    class Admin:
+        def describe_configs(self, resources, config_filter):
+            b = resources[0].name
+            return {"broker": {b: {"leader.replication.throttled.rate": "9000000",
+                                   "shared.move.upload.bytes.per.s": "6250000" if b == "1" else None}}}
+
+    by_system = {n: est.broker_rates(Admin(), {1, 2}, p.move_cap_config) for n, p in PROFILES.items()}
+    assert by_system["shared"] == {1: 6_250_000.0}  # broker 2 has no cap: its link caps the upload
+    assert by_system["replication"] == by_system["tiered"] == {1: 9_000_000.0, 2: 9_000_000.0}
