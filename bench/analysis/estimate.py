@@ -17,9 +17,7 @@ much they missed). Per partition:
   new replica after the last tiered offset (KIP-1023) and the leader has tiered some of its log, the
   bytes after its last tiered offset (ListOffsets LATEST_TIERED, KIP-1005; those offsets at the
   bytes per offset of a few records sampled across them with Fetch, and of the records written
-  between the samples), grown by the ingest over the
-  model's fixed part (the new replica asks for it only after rebuilding its start from object
-  storage); else the leader's local log (DescribeLogDirs reports local bytes).
+  between the samples); else the leader's local log (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
   the stream: ``t = c + tail / (u x L)``, ``L`` the old owner's cap on a move's upload (its
   profile's ``move_cap_config``, e.g. shared.move.upload.bytes.per.s, where set; else its link);
@@ -267,9 +265,9 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
                        bytes=0.0, feasible=True)
         elif copies:
             tiered_tail = from_last_tiered and m.family == TIERED_FAMILY and f.untiered_bytes is not None
-            # the model's L is the tail when the new replica asks the leader, after it rebuilt its
-            # start from object storage (inside the fixed part): the tail grows meanwhile
-            b = f.untiered_bytes + f.ingest_bytes_per_s * m.fixed_s if tiered_tail else f.size_bytes
+            # the model's L: what the leader names when the new replica asks where to start, right
+            # after the request (its rebuild from object storage comes after): the tail now
+            b = f.untiered_bytes if tiered_tail else f.size_bytes
             t = m.predict(b, cap, f.ingest_bytes_per_s)
             ok = math.isfinite(t)
             row.update(seconds=t if ok else None, seconds_low=t * (1 - band) if ok else None,
