@@ -46,7 +46,10 @@ def cmd_spark(args) -> int:
 
 def add_parser(sub) -> None:
     sp = sub.add_parser("spark", help="start, inspect or stop a Spark standalone cluster on this machine")
-    sp.add_argument("action", choices=["start", "status", "stop"])
+    sp.add_argument("action", choices=["start", "status", "stop"],
+                    help="start: a master and --workers workers, up when every worker is alive; status: each "
+                         "process and the workers the master counts (exit 1 if one is gone); stop: every "
+                         "process, by PID")
     sp.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's state and logs (default: {DEFAULT_DIR})")
     sp.add_argument("--workers", type=int, default=2, metavar="N", help="start: workers (default: 2)")
     sp.add_argument("--cores", type=int, default=1, metavar="N", help="start: cores per worker (default: 1)")

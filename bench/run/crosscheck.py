@@ -29,7 +29,7 @@ from typing import Any
 from bench.check.outcome import run_verdict
 from bench.history.names import POLL_INTERVAL_S
 from bench.run import runner
-from bench.run.external import THROTTLE_KEYS
+from bench.run.move_progress import THROTTLE_KEYS
 from bench.scenario import load_scenario, resolve_scenario, to_external
 from systems.registry import LAUNCHED
 
