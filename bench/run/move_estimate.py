@@ -92,10 +92,10 @@ def sample_tail(size_at, start: int, end: int, budget: int = TAIL_SAMPLES) -> Ta
     if end <= start:
         return TailProfile(start, end, pts)
     n = min(TAIL_FIRST, end - start)
-    todo = sorted({start + (end - 1 - start) * i // max(n - 1, 1) for i in range(n)})
+    ask = sorted({start + (end - 1 - start) * i // max(n - 1, 1) for i in range(n)})
     tried: set[int] = set()
-    while todo and len(tried) < budget:
-        for o in todo[: budget - len(tried)]:
+    while ask and len(tried) < budget:
+        for o in ask[: budget - len(tried)]:
             tried.add(o)
             b = size_at(o)
             if b is not None:
@@ -103,7 +103,7 @@ def sample_tail(size_at, start: int, end: int, budget: int = TAIL_SAMPLES) -> Ta
         xs = sorted(pts)
         gaps = [(b - a, (a + b) // 2) for a, b in zip(xs, xs[1:]) if b - a > 1 and (a + b) // 2 not in tried
                 and max(pts[a], pts[b]) > TAIL_STEP * max(min(pts[a], pts[b]), 1.0)]
-        todo = [max(gaps)[1]] if gaps else []
+        ask = [max(gaps)[1]] if gaps else []
     return TailProfile(start, end, pts)
 
 

@@ -131,14 +131,10 @@ class RemoteLog:
 
         async def get(k: str) -> RemoteSegment | None:
             async with slots:
-                try:
-                    return self._parse(k, await self.store.aget(k))
-                except ObjectNotFound:
-                    return None  # deleted between the LIST and the GET (retention)
+                return await self._manifest(k)
 
-        new = [k for k in keys if k not in self._manifests]
-        got = dict(zip(new, await asyncio.gather(*(get(k) for k in new))))
-        found = {k: seg for k in keys if (seg := self._manifests.get(k) or got.get(k)) is not None}
+        segs = await asyncio.gather(*(get(k) for k in keys))
+        found = {k: seg for k, seg in zip(keys, segs) if seg is not None}
         self._manifests = found
         self.segments = sorted(found.values(), key=lambda s: (s.base, s.last))
         self.loaded = True
@@ -148,19 +144,25 @@ class RemoteLog:
         manifest's key starts with its segment's base offset): what a new replica needs before it
         copies, as Kafka's replica asks its in-memory remote-log metadata for one segment rather
         than reading them all; the full listing follows in the remote log manager's loop."""
-        keys = [k for k in await self.store.alist(self.dir) if k.endswith(".json")]
-        below = sorted((k for k in keys if _base_of(k) is not None and _base_of(k) <= offset), key=_base_of,
-                       reverse=True)
+        bases = {k: _base_of(k) for k in await self.store.alist(self.dir) if k.endswith(".json")}
+        below = sorted((k for k, b in bases.items() if b is not None and b <= offset), key=bases.get, reverse=True)
         for k in below:  # segments of different leaders may overlap: the latest-starting first
-            seg = self._manifests.get(k)
-            if seg is None:
-                try:
-                    seg = self._manifests[k] = self._parse(k, await self.store.aget(k))
-                except ObjectNotFound:
-                    continue
-            if seg.base <= offset <= seg.last:
+            seg = await self._manifest(k)
+            if seg is not None and seg.base <= offset <= seg.last:
+                self._manifests[k] = seg
                 return seg
         return None
+
+    async def _manifest(self, key: str) -> RemoteSegment | None:
+        """A manifest, from what this broker read before or a GET (None: deleted since the LIST,
+        by retention)."""
+        seg = self._manifests.get(key)
+        if seg is not None:
+            return seg
+        try:
+            return self._parse(key, await self.store.aget(key))
+        except ObjectNotFound:
+            return None
 
     @staticmethod
     def _parse(key: str, body: bytes) -> RemoteSegment:

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from bench.analysis.aggregate.standalone import SparkCluster, start
 from systems.core.process import alive
+from tests.support.cli import bench as _bench
 from tests.support.synthetic import write_sweep
 
-ROOT = Path(__file__).resolve().parents[2]
 # What may differ: how long the computation took (the aggregate's timings, the projection grid's
 # and each cluster simulation's wall time), never a result.
 TIMINGS = ("sim_seconds",)
@@ -29,11 +26,6 @@ def _results_only(model: dict) -> dict:
     for r in model["rebalance"]:
         r.pop("sim_seconds")
     return model
-
-
-def _bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def _close(a, b, path="") -> None:
@@ -56,7 +48,7 @@ def _close(a, b, path="") -> None:
 @pytest.mark.slow
 def test_aggregate_on_a_two_worker_standalone_cluster_equals_local_mode(tmp_path):
     write_sweep(tmp_path / "runs", sizes=(4 * 2**20, 16 * 2**20), duration_s=14.0)
-    local = _bench("aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "local"))
+    local = _bench("aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "local"), timeout=300)
     assert local.returncode == 0, local.stderr[-3000:]
 
     c = start(tmp_path / "spark", workers=2, memory="1g")
@@ -64,7 +56,7 @@ def test_aggregate_on_a_two_worker_standalone_cluster_equals_local_mode(tmp_path
         status = _bench("spark", "status", "--dir", str(tmp_path / "spark"), "--json", timeout=60)
         assert status.returncode == 0 and json.loads(status.stdout)["alive_workers"] == 2
         on = _bench("aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "cluster"),
-                    "--spark-master", c.master_url)
+                    "--spark-master", c.master_url, timeout=300)
         assert on.returncode == 0, on.stderr[-3000:]
         # the work ran on the workers: each started an executor for the application
         assert all(any((tmp_path / "spark" / f"worker-{i}").iterdir()) for i in (1, 2))
