@@ -706,19 +706,28 @@ class SharedBackend(Backend):
 
     async def _put_retry(self, key: str, body: bytes, parts: list[SharedPartition],
                          budget: TokenBucket | None = None) -> None:
-        if budget is not None:
-            await budget.acquire_async(len(body))  # once per object, not per retry
+        # The budget is paid while the bytes travel, as a shaper paces a transfer: the PUT ends no
+        # sooner than its bytes at the cap allow, nor than the links carry them. (Paying first and
+        # then sending charged every byte twice: once at the cap, again at the link.) Paid once
+        # per object, not per retry.
+        paid = asyncio.ensure_future(budget.acquire_async(len(body))) if budget is not None else None
         delay = 0.1
-        while True:
-            if any(p.incarnation != self.broker.epoch for p in parts):
-                raise _Fenced("broker incarnation replaced")
-            try:
-                await self.store.aput(key, body)
-                return
-            except ObjectStoreError as e:
-                log.warning("upload of %s waits for object storage: %s", key, e)
-                await asyncio.sleep(delay)
-                delay = min(1.0, delay * 2)
+        try:
+            while True:
+                if any(p.incarnation != self.broker.epoch for p in parts):
+                    raise _Fenced("broker incarnation replaced")
+                try:
+                    await self.store.aput(key, body)
+                    break
+                except ObjectStoreError as e:
+                    log.warning("upload of %s waits for object storage: %s", key, e)
+                    await asyncio.sleep(delay)
+                    delay = min(1.0, delay * 2)
+            if paid is not None:
+                await paid
+        finally:
+            if paid is not None and not paid.done():
+                paid.cancel()
 
     async def _put_commit(self, ssos: list[formats.SsoBuilder], parts: list[SharedPartition],
                           budget: TokenBucket | None = None, refs: list[dict] = ()) -> dict:
