@@ -459,3 +459,42 @@ def test_a_miss_within_the_noise_of_the_held_out_median_is_inconclusive():
     assert c["status"] == "inconclusive" and c["error_pct"] == pytest.approx(-35.0, abs=0.5) and "noise" in c["reason"], c
     c = check(0.0)
     assert c["status"] == "failed" and c["error_pct"] == pytest.approx(-37.5, abs=0.5), c
+
+
+def test_the_clients_leader_queries_double_from_100ms_to_1s():
+    """librdkafka's leader queries after a refusal (base.leader_query_at): the first 100 ms after
+    it, then 200, 400, 800 ms, then every second (each +-20 %); the expected one at or after t."""
+    q = mdl.leader_query_at
+    assert q(0.03, 0.05) == 0.03  # the leader changed before any refusal: nothing to wait for
+    assert q(0.06, 0.05) == pytest.approx(0.15, abs=0.002)  # the first query, whatever its jitter
+    assert q(0.2, 0.05) == pytest.approx(0.35, abs=0.003)  # the second: 0.05 + 0.1 + 0.2
+    ts = [0.05 + 0.01 * i for i in range(400)]
+    qs = [q(t, 0.05) for t in ts]
+    assert all(b >= a - 1e-9 for a, b in zip(qs, qs[1:])) and all(x >= t for x, t in zip(qs, ts))
+    # far out, a query every 1 s +-20 %: the mean wait is E[X^2] / 2E[X] = 0.5067 s
+    assert q(100.0, 0.05) - 100.0 == pytest.approx(0.5067, abs=1e-3)
+    assert q(29.0, 0.05) - 29.0 == pytest.approx(0.5067, abs=0.01)
+
+
+def test_handover_fit_takes_the_clients_part_from_its_leader_queries():
+    """With the leader change of each move measured, the handover's client part is fitted apart:
+    moves whose first ack is the client's query schedule after the change plus a constant ack give
+    back that schedule's origin and the ack, and a prediction is the schedule applied to the
+    predicted election, then the ack and the open."""
+    from dataclasses import replace
+
+    pts = []
+    for s, tail, n in ((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)):
+        p = shared_pt(s, tail, objects=n, c=0.2, u=0.9)
+        elect = p.move_seconds - 0.002 * n  # the open comes after the election
+        pts.append(replace(p, elect_seconds=elect,
+                           move_seconds=mdl.leader_query_at(elect, 0.06) + 0.12 + 0.002 * n))
+    m = fit_model(pts, "shared")
+    assert m.client_start_s == pytest.approx(0.06, abs=0.006) and m.client_ack_s == pytest.approx(0.12, abs=0.01)
+    assert m.fixed_s == pytest.approx(0.2, abs=1e-3) and m.efficiency == pytest.approx(0.9, rel=1e-3)
+    elect = 0.2 + 2e6 / (0.9 * 12.5e6)
+    assert m.predict(16 * MiB, 12.5e6, 0, 2e6, 3) == pytest.approx(mdl.leader_query_at(elect, m.client_start_s)
+                                                                   + m.client_ack_s + 0.002 * 3)
+    assert m.formula().startswith("t = Q(") and "leader query" in m.formula()
+    assert mdl.MoveModel.from_row(m.to_row()).predict(16 * MiB, 12.5e6, 0, 2e6, 3) == \
+        pytest.approx(m.predict(16 * MiB, 12.5e6, 0, 2e6, 3))

@@ -282,8 +282,10 @@ def rebalance_checks(runs: Sequence[StoredRun], moves: list[dict[str, Any]], mod
             conc = getattr(acts[int(aid)], "concurrency", None) if aid.isdigit() and int(aid) < len(acts) else None
             # The client's ack lag (leader change -> first ack) holds no concurrency slot: the
             # simulator adds it once at the end, so it leaves the per-move fixed cost.
+            # (A model with the client's part fitted apart has none of it in its fixed cost.)
             lag = lags.get(r.system, 0.0)
-            params = {"copies": m.kind.copies, "fixed_s": max(0.0, m.fixed_s - lag), "efficiency": m.efficiency,
+            fixed = m.fixed_s if m.client_start_s is not None else max(0.0, m.fixed_s - lag)
+            params = {"copies": m.kind.copies, "fixed_s": fixed, "efficiency": m.efficiency,
                       "open_per_object_s": m.open_per_object_s, "ack_lag_s": lag}
             try:
                 pred = rebalance.predict_run(rows_of, params, concurrency=conc,

@@ -6,6 +6,7 @@ times slower on millions of rows."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -37,6 +38,9 @@ def spark_session(master: str | None = None, *, driver_memory: str = "2g", shuff
     here = master.startswith("local") or on_this_machine(master)
     if here:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local"):
+        # Python tasks run in the driver's interpreter (its packages), not the first python3 on PATH
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     b = (SparkSession.builder.master(master).appName(app_name)

@@ -188,6 +188,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # figure rebuilds each model from this row: without them no check would be its own)
         ("version", STR), ("domain", STR),
         ("untiered", STR),  # tiered copy: the untiered tail's measured relation (JSON), empty: not measured
+        # handover: the client's part (its leader queries' origin, the ack after the one that names
+        # the new leader), empty: a median client lag is in fixed_s
+        ("client_start_s", F64), ("client_ack_s", F64),
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
         # the moves of its kind left out because the host was saturated, and those kept unknown
         # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words

@@ -17,7 +17,7 @@ Fitting and the held-out checks are fit.py.
 from bench.analysis.model.base import (
     AXES, EXTRAPOLATION_BOUNDS, FAMILIES, FLAT_SPREAD, GBIT_BYTES_PER_S, MIN_TRAIN, SIZE_SPAN, FitRefused, LinearFit,
     MoveFamily, MoveModel, MovePoint, axis_value, family_key, family_named, family_of, fit_linear, fmt_count,
-    human_seconds, nominal_ingest,
+    human_seconds, leader_query_at, nominal_ingest,
 )
 from bench.analysis.model.budget import LinkBudget
 from bench.analysis.model.copy import COPY  # registers the family
@@ -28,6 +28,6 @@ from bench.analysis.model.tiered_copy import TIERED_COPY, fit_untiered, untiered
 __all__ = [
     "AXES", "COPY", "EXTRAPOLATION_BOUNDS", "FAMILIES", "FitRefused", "LinkBudget", "nominal_ingest", "FLAT_SPREAD", "GBIT_BYTES_PER_S", "HANDOVER", "MIN_TRAIN", "SIZE_SPAN", "TIERED_COPY", "fit_untiered", "untiered_tail",
     "LinearFit", "MoveFamily", "MoveModel", "MovePoint", "axis_value", "family_key", "family_named", "family_of",
-    "fit_linear", "fit_model", "fit_open", "fmt_count", "human_seconds", "predict_point", "tail_bytes", "validate",
+    "fit_linear", "fit_model", "fit_open", "fmt_count", "human_seconds", "leader_query_at", "predict_point", "tail_bytes", "validate",
     "validate_open",
 ]

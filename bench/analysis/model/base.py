@@ -232,6 +232,12 @@ class MoveModel:
     domain: dict[str, list[float]] = field(default_factory=dict)
     # tiered copy: the untiered tail's measured relation (tiered_copy.fit_untiered), None: not measured
     untiered: dict[str, Any] | None = None
+    # The client's part where it is fitted (handover: the whole move is the partition's unavailability):
+    # the load's client learns of the new leader at its first leader query at or after the change
+    # (:func:`leader_query_at`), and its first ack comes ``client_ack_s`` later. None: a median
+    # client lag is part of ``fixed_s`` instead.
+    client_start_s: float | None = None  # request -> the old owner's first refusal (the queries' origin)
+    client_ack_s: float | None = None  # the query that names the new leader -> the first ack
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
@@ -335,6 +341,58 @@ def domain_of(fam: MoveFamily, pts: list[MovePoint]) -> dict[str, list[float]]:
         "objects": [float(p.objects) for p in pts if p.objects is not None],
     }
     return {k: [min(v), max(v)] for k, v in vals.items() if v}
+
+
+# The load's client (librdkafka 2.x) after a NOT_LEADER error: it queries the partition's leader
+# (Metadata) at retry.backoff.ms, then at intervals doubling up to retry.backoff.max.ms (defaults
+# 100 ms and 1 s), and sends again when a query names the new leader (its debug log shows the
+# doubling: docs/models.md, shared). Each interval's +-20 % jitter is KIP-580's, assumed here.
+LEADER_QUERY_BACKOFF_S = 0.1
+LEADER_QUERY_BACKOFF_MAX_S = 1.0
+LEADER_QUERY_JITTER = 0.2
+_QUERY_TABLE_S = 30.0  # beyond it the queries come every 1 s +-20 %: the mean wait is a renewal's
+_QUERY_STEP_S = 0.005
+
+
+def _query_table() -> tuple[np.ndarray, np.ndarray]:
+    """G(x) on a grid: the expected time of the first query at or after x seconds from the first
+    refusal, over the jitter (8,000 draws of a fixed seed: the same table everywhere, its mean
+    within ~1 ms)."""
+    global _QUERY_G
+    if _QUERY_G is None:
+        rng = np.random.default_rng(20261128)
+        n_steps = int(_QUERY_TABLE_S / (LEADER_QUERY_BACKOFF_MAX_S * (1 - LEADER_QUERY_JITTER))) + 16
+        base = np.minimum(LEADER_QUERY_BACKOFF_S * 2.0 ** np.arange(n_steps), LEADER_QUERY_BACKOFF_MAX_S)
+        draws = np.cumsum(base * rng.uniform(1 - LEADER_QUERY_JITTER, 1 + LEADER_QUERY_JITTER,
+                                             size=(8_000, n_steps)), axis=1)
+        x = np.arange(0.0, _QUERY_TABLE_S + _QUERY_STEP_S, _QUERY_STEP_S)
+        g = np.zeros(x.size)
+        for row in draws:  # each draw's queries are increasing: the first one >= x by bisection
+            g += row[np.searchsorted(row, x)]
+        _QUERY_G = (x, g / len(draws))
+    return _QUERY_G
+
+
+_QUERY_G: tuple[np.ndarray, np.ndarray] | None = None
+# Beyond the table: E[X^2] / (2 E[X]) for X = the 1 s interval x U(0.8, 1.2)
+_QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 / 3) / 2
+
+
+def leader_queries_at(t: np.ndarray, start: float) -> np.ndarray:
+    """:func:`leader_query_at` over an array."""
+    t = np.asarray(t, dtype=float)
+    x = t - start
+    grid, g = _query_table()
+    out = np.where(x <= 0, t, start + np.interp(x, grid, g))
+    return np.where(x > _QUERY_TABLE_S, t + _QUERY_RESIDUAL_S, out)
+
+
+def leader_query_at(t: float, start: float) -> float:
+    """When the load's client learns that the partition has a new leader at ``t`` seconds after the
+    request: the expected time of its first leader query at or after ``t``, the queries starting
+    at ``start`` (the old owner's first refusal). ``t`` itself where the leader changed before
+    any refusal."""
+    return float(leader_queries_at(np.array([t]), start)[0])
 
 
 def cluster_part(pts: list[MovePoint], after_elect: np.ndarray | None = None

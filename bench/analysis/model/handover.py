@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from bench.analysis.model.base import (
-    EXTRAPOLATION_BOUNDS, FLAT_SPREAD, MoveModel, MovePoint, cluster_part, fit_linear, fmt_count, plus_se, register,
+    EXTRAPOLATION_BOUNDS, FLAT_SPREAD, LEADER_QUERY_BACKOFF_MAX_S, LEADER_QUERY_BACKOFF_S, LEADER_QUERY_JITTER,
+    MoveModel, MovePoint, cluster_part, fit_linear, fmt_count, leader_queries_at, leader_query_at, plus_se, register,
 )
 from bench.units import format_bytes
 
@@ -59,6 +60,30 @@ def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | 
     return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
 
 
+def fit_client(move_s: np.ndarray, elect_s: np.ndarray) -> tuple[float, float, float | None, str]:
+    """The client's part of handovers from their measured leader changes (``move_s``: without the
+    new owner's modelled open, which comes after its election): the origin of its leader
+    queries (the old owner's first refusal, after the request; the value in [0, the earliest
+    change] that leaves the most even ack lag, on a 5 ms grid) and the ack after the query that
+    names the new leader (the median lag left). -> (start, ack, ack's se, note)."""
+    best = None
+    for start in np.arange(0.0, float(elect_s.min()) + 1e-9, 0.005):
+        lag = move_s - leader_queries_at(elect_s, float(start))
+        if best is None or lag.std() < best[0] - 1e-12:
+            best = (float(lag.std()), float(start), lag)
+    _, start, lag = best
+    ack = float(np.median(lag))
+    se = float(1.2533 * lag.std(ddof=1) / math.sqrt(lag.size)) if lag.size >= 2 else None
+    note = (f"Fitted on request -> leader change; the client learns of the new owner at its first leader query "
+            f"after it (queries from {start:.3g} s after the request) and its first ack comes {ack:.3g} s later "
+            f"(median over {lag.size} moves, spread {lag.std():.3g} s).")
+    return start, ack, se, note
+
+
+def client_fields(client: tuple[float, float, float | None, str] | None) -> dict[str, float]:
+    return {} if client is None else {"client_start_s": client[0], "client_ack_s": client[1]}
+
+
 def tail_bytes(ingest_bytes_per_s: float, upload_threshold_bytes: float, upload_interval_s: float) -> float:
     """The most a partition can hold unuploaded: what it writes until the next upload, which comes
     when the broker's WAL passes the threshold or the interval elapses (one hot partition per
@@ -96,7 +121,16 @@ class HandoverFamily:
         y = part if lag_notes else part - opens
         runs = sorted({p.run_key for p in pts})
         assumptions = ["L = the lowest of the run's object-store cap and the emulated links the upload crosses; "
-                       "tail = the bytes the old owner uploaded at the close (measured)."] + notes + lag_notes
+                       "tail = the bytes the old owner uploaded at the close (measured)."] + notes
+        client = None
+        if lag_notes:
+            # The partition refuses writes for the whole handover: the client's part is its leader
+            # query schedule (base.leader_query_at), not a constant lag.
+            client = fit_client(np.array([p.move_seconds for p in pts], dtype=float) - opens, part)
+            lag, lag_se = 0.0, client[2]
+            assumptions.append(client[3])
+        else:
+            assumptions += lag_notes
         if np.ptp(x) >= FLAT_SPREAD * float(np.max(np.abs(x))) and len(pts) >= 2:
             f = fit_linear(x, y)
             # physical parameters only: u in (0, 1] (no upload beats its cap), c >= 0; and a slope
@@ -113,7 +147,7 @@ class HandoverFamily:
                     cov[0][0] += (lag_se or 0.0) ** 2
                 return MoveModel(system, self.name, f.intercept + lag, plus_se(f.intercept_se, lag_se), u,
                                  None if f.slope_se is None else f.slope_se * u * u, True, a, b, b_se, nmax, n_open,
-                                 f.r2, f.rmse, f.n, runs, cov, assumptions)
+                                 f.r2, f.rmse, f.n, runs, cov, assumptions, **client_fields(client))
             why = ("is not physical (u = 1 / slope must lie in (0, 1], c >= 0)" if identified or f.slope_se is None
                    else f"does not identify the slope (its standard error {f.slope_se:.3g} is more than half of it)")
             assumptions.append(f"The least-squares line (slope {f.slope:.3g}, intercept {f.intercept + lag:.3g} s) {why}: "
@@ -124,13 +158,17 @@ class HandoverFamily:
         resid = y - x
         c = max(-lag, float(resid.mean()))  # c + lag >= 0
         se = float(resid.std(ddof=1) / math.sqrt(resid.size)) if resid.size >= 2 else None
-        return MoveModel(system, self.name, c + lag, plus_se(se, lag_se), 1.0, None, False, a, b, b_se, nmax, n_open, None,
-                         float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None, assumptions)
+        return MoveModel(system, self.name, c + lag, plus_se(se, lag_se), 1.0, None, False, a, b, b_se, nmax,
+                         n_open, None, float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None,
+                         assumptions, **client_fields(client))
 
     def predict(self, m: MoveModel, b: float, cap: float, ingest: float, tail: float | None,
                 objects: float | None) -> tuple[float, np.ndarray | None]:
         tail = float(tail or 0.0)
-        t = m.fixed_s + tail / (m.efficiency * cap) + m.open_per_object_s * float(objects or 0)
+        t = m.fixed_s + tail / (m.efficiency * cap)  # request -> the new owner's election
+        if m.client_start_s is not None:  # -> the client's query that names it, and its first ack
+            t = leader_query_at(t, m.client_start_s) + (m.client_ack_s or 0.0)
+        t += m.open_per_object_s * float(objects or 0)
         return t, np.array([1.0, -tail / (m.efficiency**2 * cap)])
 
     def bytes_moved(self, m: MoveModel, b: float, seconds: float, ingest: float, tail: float | None) -> float:
@@ -138,8 +176,13 @@ class HandoverFamily:
         return float(tail or 0.0)
 
     def formula(self, m: MoveModel) -> str:
-        return (f"t = {m.fixed_s:.3g} s + tail / ({m.efficiency:.3g} x L) + "
-                f"{m.open_per_object_s * 1000:.3g} ms x objects")
+        server = f"{m.fixed_s:.3g} s + tail / ({m.efficiency:.3g} x L)"
+        opens = f"{m.open_per_object_s * 1000:.3g} ms x objects"
+        if m.client_start_s is None:
+            return f"t = {server} + {opens}"
+        return (f"t = Q({server}) + {m.client_ack_s:.3g} s + {opens}, Q = the client's first leader query at or "
+                f"after the election (from {m.client_start_s:.3g} s: {LEADER_QUERY_BACKOFF_S * 1000:.0f} ms doubling "
+                f"to {LEADER_QUERY_BACKOFF_MAX_S:g} s, +-{LEADER_QUERY_JITTER:.0%})")
 
     def curve(self, m: MoveModel, xs: list[float], moves: list[dict[str, Any]], cap: float
               ) -> tuple[list[float], str]:
@@ -162,9 +205,17 @@ class HandoverFamily:
               .withColumn("tail_bytes", tail).withColumn("objects", objects)
               .withColumn("copy_bytes", F.lit(None).cast("double"))
               .withColumn("move_seconds", F.lit(m.fixed_s) + F.col("tail_bytes") / (F.lit(m.efficiency)
-                                                                                   * F.col("cap_bytes_per_s"))
-                          + F.lit(m.open_per_object_s) * F.col("objects"))
+                                                                                   * F.col("cap_bytes_per_s")))
               .withColumn("bytes_moved", F.col("tail_bytes")))
+        if m.client_start_s is not None:  # the client's part, as predict adds it
+            start, ack = float(m.client_start_s), float(m.client_ack_s or 0.0)
+
+            @F.udf("double")
+            def client_sees(t):
+                return None if t is None else leader_query_at(t, start) + ack
+
+            df = df.withColumn("move_seconds", client_sees(F.col("move_seconds")))
+        df = df.withColumn("move_seconds", F.col("move_seconds") + F.lit(m.open_per_object_s) * F.col("objects"))
         # beyond the measured opens the open cost is not projected
         return df.withColumn("move_seconds", F.when(F.col("objects") <= F.lit(
             float((m.open_objects_max or 0) * EXTRAPOLATION_BOUNDS["objects"])), F.col("move_seconds")))
