@@ -26,7 +26,8 @@ Two ways to use it:
   does (workloads/__main__.py).
 
 Messages: the value is ``message_bytes`` of filler; headers ``id`` (the message id, unique per
-process and increasing in send order per producer) and ``p`` (the producer's name) let the
+process - per run under the harness's distributed master, workloads/distributed.py - and
+increasing in send order per producer) and ``p`` (the producer's name) let the
 verifying consumer join reads to sends. Prefill records (``bench/run/load.py``) carry a ``prefill``
 header and no ``id``.
 
@@ -55,6 +56,7 @@ from locust import User, events
 from locust.env import Environment
 
 import workloads.cli as _cli
+import workloads.distributed as _dist
 import workloads.shapes as _shapes  # module import: keeps shape classes out of this namespace
 
 from workloads.messages import (  # noqa: E402,F401
@@ -133,6 +135,8 @@ def default_users(o) -> int:
 @events.init.add_listener
 def _on_init(environment, **_kw) -> None:
     _cli.on_init(environment, default_users)
+    # this module as Locust loaded it (by path: not necessarily the workloads.kafka_produce import)
+    _dist.on_worker_init(environment, sys.modules[__name__])
 
 
 def options(**overrides: Any):
@@ -152,6 +156,16 @@ class ProduceError(Exception):
 _ids = itertools.count()  # message ids: unique per process, increasing in send order
 _user_seq = itertools.count()
 _active: list["KafkaProducerUser"] = []
+# Locust worker of the harness's master (workloads/distributed.py): (index, workers, users), else None
+_worker: tuple[int, int, int] | None = None
+
+
+def serve_master(index: int, workers: int, users: int) -> None:
+    """This process is worker ``index`` of ``workers`` under the harness's master, whose workload
+    has ``users`` producers: its ids and producer names become its own (workloads/distributed.py)."""
+    global _ids, _worker
+    _worker = (index, workers, users)
+    _ids = itertools.count(index << _dist.ID_BITS)
 
 
 def _zipf_weights(n: int = 1000, s: float = 1.1) -> list[float]:
@@ -196,7 +210,9 @@ class KafkaProducerUser(User):
         self.failed = False
         self.draining = False
         self.index = next(_user_seq)
-        self.pname = f"p{self.index}"
+        self.pname = _dist.producer_name(_worker[0] if _worker else None, self.index)
+        # the workload's user this one is: users are dealt to the workers round-robin
+        self.user = self.index if _worker is None else _worker[0] + _worker[1] * self.index
         try:
             self._start(o)
         except Exception as exc:
@@ -224,10 +240,12 @@ class KafkaProducerUser(User):
             conf.update(json.loads(o.kafka_producer_config))
         self.producer = Producer(conf)
         self.sink = getattr(self.environment, "kafka_history", None)
+        self.attempts = self.sink if hasattr(self.sink, "attempt") else None  # a worker's: to its master
+        self.unsent: list = []
         self.rows: list[dict] = []
         self.stats = getattr(self.environment, "kafka_stats", None)
         topics = parse_topics(o.kafka_topics)
-        own = topic_of_user(topics, self.index)
+        own = topic_of_user(topics, self.user)
         if own is not None:
             topics = [topics[own]]
         known = getattr(self.environment, "kafka_partitions", None) or {}  # Locust's command line: preflight
@@ -243,7 +261,7 @@ class KafkaProducerUser(User):
             resolved.append((name, n))
         self.topics = [t for t, _ in resolved]
         self.tps = [(t, p) for t, n in resolved for p in range(n)]
-        self.rr = self.index  # spread users over partitions
+        self.rr = self.user  # spread users over partitions
         self.keyed = o.kafka_key_distribution != "none"
         self.zipf = o.kafka_key_distribution == "zipf"
         self.credit = 0.0
@@ -255,6 +273,9 @@ class KafkaProducerUser(User):
     # -- sending ---------------------------------------------------------------------------
 
     def _rate(self) -> float:
+        per_user = getattr(self.environment, "kafka_rate_per_user", None)  # a worker: its master's
+        if per_user is not None:
+            return per_user
         shape = self.environment.shape_class
         total = shape.rate_at() if hasattr(shape, "rate_at") else float(self.o.kafka_rate)
         users = max(1, self.environment.runner.user_count if self.environment.runner else 1)
@@ -285,9 +306,17 @@ class KafkaProducerUser(User):
 
         if self.stats is not None:
             self.stats.produced += 1
+        if self.attempts is not None:  # what the master writes as info if no outcome follows
+            self.attempts.attempt({
+                "kind": "send", "ts": ts, "msg_id": msg_id, "producer": self.pname, "topic": topic,
+                "partition": kw.get("partition", -1), "ack_ts": None, "outcome": "info", "error": None,
+                "offset": None, "size_bytes": self.size, "digest": digest})
         call = (msg_id, ts, topic, headers, kw, done, value, digest)
         if tp is not None and self.pacer is not None and not self.draining:
             self.pacer.hold(tp, call)  # to the client at the end of the tick, or when tp is answered
+            return
+        if self.attempts is not None:
+            self.unsent.append(call)  # to the client once the master has its attempt (_tick)
             return
         self._produce(call)
 
@@ -296,6 +325,10 @@ class KafkaProducerUser(User):
         msg_id, ts, topic, headers, kw, done, value, digest = call
         if self.producer is None:
             return False
+        if self.attempts is not None and self.attempts.attempts:
+            # A worker: the master learns of a send before the cluster can, so a worker killed
+            # now leaves no message in the log that its history does not name.
+            self.attempts.flush()
         try:
             self.producer.produce(topic, value=value, headers=headers, on_delivery=done, **kw)
         except (BufferError, KafkaException) as exc:
@@ -364,6 +397,11 @@ class KafkaProducerUser(User):
                 self._send_one()
                 if i % 200 == 199:
                     p.poll(0)
+            if self.unsent:
+                self.attempts.flush()
+                calls, self.unsent = self.unsent, []
+                for call in calls:
+                    self._produce(call)
             if self.pacer is not None:
                 self.pacer.release_idle()
         p.poll(0)

@@ -444,6 +444,8 @@ def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str,
         "locust": fin.get("locust"),
         "purged": fin.get("purged"),
         "skipped_behind_schedule": fin.get("skipped"),
+        # the Locust workers that ran the producers (load.workers; None: the load process itself)
+        "workers": fin.get("workers"),
     }
 
 

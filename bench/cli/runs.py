@@ -46,7 +46,8 @@ def cmd_run(args) -> int:
     from bench.run import runner
 
     sc_path = resolve_scenario(args.scenario)
-    sc = load_scenario(sc_path, args.set or [])  # validated before anything starts
+    sets = [*(args.set or []), *([f"load.workers={args.load_workers}"] if args.load_workers is not None else [])]
+    sc = load_scenario(sc_path, sets)  # validated before anything starts
     if args.external:
         sc = external_scenario(sc, args)
     elif args.client or args.client_env or args.command or args.label:
@@ -264,6 +265,8 @@ def add_parsers(sub, default_results: str = "results") -> None:
                                      "shows them, e.g. reassign-one, faults/kill-source)")
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable); pins a matrix axis")
+    r.add_argument("--load-workers", type=int, metavar="N",
+                   help="run the producers in N Locust worker processes under a master (load.workers)")
     r.add_argument("--results", default=default_results, help="results root (default: results)")
     r.add_argument("--no-progress", action="store_true", help="no live display")
     r.add_argument("--keep-data", action="store_true", help="keep the cluster's data files")

@@ -13,7 +13,9 @@ EVENT_CLUSTER_STARTED = "cluster_started"
 EVENT_TOPICS_CREATED = "topics_created"
 EVENT_PREFILL = "prefill"  # per partition {topic, partition, bytes, messages, ...}
 EVENT_LOAD_STARTED = "load_started"  # time zero of the action timeline
-EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, ...}
+EVENT_LOAD_FINISHED = "load_finished"  # {locust: {...}, purged, skipped, workers, ...}
+EVENT_LOAD_WORKERS = "load_workers"  # the load's Locust master and workers, all connected: {master, pids, names}
+EVENT_LOAD_WORKER_LOST = "load_worker_lost"  # a worker missing its heartbeats: {worker, pending}
 EVENT_VERIFY = "verify"  # per partition {high_watermark, read, complete, error}
 # The workload's consumers (bench/run/consumers.py): every group joined and assigned, before the
 # load starts {groups: {id: {set, mode, assignment, members, topics, start, backlog}}, seconds};

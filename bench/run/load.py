@@ -34,6 +34,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from bench.run import clients
@@ -288,6 +289,165 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+class WorkerPool:
+    """The load's Locust master and its workers (scenario ``load.workers`` on this machine,
+    ``load.remote_workers`` started elsewhere with Locust's own ``--worker``; the protocol is
+    :mod:`workloads.distributed`). Every worker's sends reach the run's history through the
+    master: outcomes as they come, and at the end, every attempt without an outcome (its worker
+    died, or never answered the drain) as ``info``."""
+
+    CONNECT_TIMEOUT_S = 60.0
+
+    def __init__(self, env: Any, spec: dict[str, Any], stats: LiveStats, shape: Any) -> None:
+        import socket
+        import subprocess
+
+        import gevent
+        from workloads import distributed as dist
+
+        self.dist, self.env, self.stats, self.shape = dist, env, stats, shape
+        self.users = max(1, int(spec["producers"]))
+        self.local = int(spec.get("workers") or 0)
+        self.expected = self.local + int(spec.get("remote_workers") or 0)
+        host = spec.get("master_host") or "127.0.0.1"
+        port = int(spec.get("master_port") or 0)
+        if not port:
+            with socket.socket() as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+        self.address = f"{host}:{port}"
+        self.runner = env.create_master_runner(master_bind_host=host, master_bind_port=port)
+        self.pending: dict[int, dict] = {}  # msg_id -> its attempt, until its outcome comes
+        self.names: dict[int, str] = {}  # worker index -> Locust's client id
+        self.pids: dict[int, int] = {}  # worker index -> its process (its own report)
+        self.lost: dict[int, float] = {}  # worker index -> when it went missing
+        self.drained: dict[int, int] = {}  # worker index -> sends it purged at the drain
+        self.writer: Any = None
+        self._early: list[dict] = []
+        self.runner.register_message(dist.SENDS, self._sends)
+        self.runner.register_message(dist.DRAINED, self._drained)
+        self.runner.register_message(dist.READY, self._ready)
+        self.runner.register_message(dist.JOIN, self._join)
+        logs = Path(spec.get("log_dir") or Path(spec["history_path"]).parent)
+        logs.mkdir(parents=True, exist_ok=True)
+        root = Path(__file__).resolve().parents[2]
+        self.procs = []
+        for i in range(self.local):
+            with open(logs / f"load-worker-{i}.log", "ab") as out:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "locust", "-f", str(root / "workloads" / "kafka_produce.py"), "--worker",
+                     "--master-host", host, "--master-port", str(port), "--loglevel", "WARNING"],
+                    cwd=root, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))))
+        deadline = time.monotonic() + self.CONNECT_TIMEOUT_S
+        while len(self.pids) < self.expected:
+            dead = [p.pid for p in self.procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                self.close()
+                why = f"worker process(es) {dead} exited" if dead else f"not within {self.CONNECT_TIMEOUT_S:.0f} s"
+                raise LoadError(f"load workers: {len(self.pids)} of {self.expected} connected to the "
+                                f"master at {self.address} ({why}; see {logs}/load-worker-*.log)")
+            gevent.sleep(0.1)
+        self._watch = gevent.spawn(self._watch_workers)
+
+    def _join(self, msg: Any, **_kw: Any) -> None:
+        self.names[self.runner.get_worker_index(msg.node_id)] = msg.node_id
+        self.runner.send_message(self.dist.HELLO, {"workers": self.expected, "users": self.users,
+                                                   "rate": self.shape.rate_at()}, client_id=msg.node_id)
+
+    def _ready(self, msg: Any, **_kw: Any) -> None:
+        self.pids[self.runner.get_worker_index(msg.node_id)] = int(msg.data["pid"])
+
+    def _sends(self, msg: Any, **_kw: Any) -> None:
+        for a in msg.data["attempts"]:
+            self.pending[a["msg_id"]] = a
+        self.stats.produced += len(msg.data["attempts"])
+        rows = msg.data["rows"]
+        for r in rows:
+            self.pending.pop(r["msg_id"], None)
+            self.stats.record(r["outcome"], r["ts"], r["ack_ts"], r["size_bytes"])
+        if self.writer is None:
+            self._early.extend(rows)
+        else:
+            self.writer.extend(rows)
+
+    def _drained(self, msg: Any, **_kw: Any) -> None:
+        self.drained[int(msg.data["worker"])] = int(msg.data["purged"] or 0)
+
+    def start(self, writer: Any) -> None:
+        """The load starts: outcomes go to ``writer``; the rate follows the master's shape."""
+        import gevent
+
+        self.writer = writer
+        writer.extend(self._early)
+        self._early = []
+        self._rate = gevent.spawn(self._send_rate)
+
+    def _send_rate(self) -> None:
+        import gevent
+
+        while True:
+            self.runner.send_message(self.dist.RATE, {"rate": self.shape.rate_at()})
+            gevent.sleep(0.25)
+
+    def _watch_workers(self) -> None:
+        """A worker Locust's heartbeats mark missing (3 s without one) is lost: reported once."""
+        import gevent
+
+        while True:
+            gone = {self.runner.get_worker_index(c.id) for c in self.runner.clients.missing}
+            for i in sorted(gone - set(self.lost)):
+                self.lost[i] = time.time()
+                _emit({"event": "worker_lost", "ts": self.lost[i], "worker": f"w{i}",
+                       "client_id": self.names.get(i), "pending": self.pending_of(i)})
+            gevent.sleep(0.2)
+
+    def pending_of(self, worker: int) -> int:
+        lo, hi = worker << self.dist.ID_BITS, (worker + 1) << self.dist.ID_BITS
+        return sum(1 for m in self.pending if lo <= m < hi)
+
+    def drain(self, timeout_s: float) -> int:
+        """Every live worker stops sending, waits up to ``timeout_s`` for its acks and purges the
+        rest; returns the sends purged."""
+        import gevent
+
+        self.runner.send_message(self.dist.DRAIN, {"timeout_s": timeout_s})
+        end = time.monotonic() + timeout_s + 10
+        while time.monotonic() < end:
+            live = set(self.names) - set(self.lost)
+            if live <= set(self.drained):
+                break
+            gevent.sleep(0.1)
+        gevent.sleep(2 * self.dist.FLUSH_S)  # the last outcomes, sent with the drained answer
+        return sum(self.drained.values())
+
+    def close(self) -> dict[str, Any]:
+        """Attempts without an outcome become ``info`` rows; the local workers are stopped (by
+        PID). Returns the summary's ``workers``."""
+        for g in (getattr(self, "_watch", None), getattr(self, "_rate", None)):
+            if g is not None:
+                g.kill()
+        unresolved = list(self.pending.values())
+        for a in unresolved:
+            w = a["msg_id"] >> self.dist.ID_BITS
+            a["error"] = (f"worker w{w} lost before it reported this send's outcome" if w in self.lost
+                          else f"worker w{w} reported no outcome for this send")
+        if unresolved and self.writer is not None:
+            self.writer.extend(unresolved)
+        self.pending = {}
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except Exception:
+                p.kill()
+                p.wait(timeout=10)
+        return {"count": len(self.names), "expected": self.expected, "master": self.address,
+                "names": {f"w{i}": c for i, c in sorted(self.names.items())},
+                "pids": {f"w{i}": p for i, p in sorted(self.pids.items())},
+                "lost": [f"w{i}" for i in sorted(self.lost)],
+                "unresolved_info": len(unresolved), "purged": sum(self.drained.values())}
+
+
 def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
     """Run the Locust producer load described by ``spec`` (see :func:`bench.runner.load_spec`).
 
@@ -323,10 +483,26 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
     shape_params = {k: v for k, v in spec["shape"].items() if k != "kind"}
     shape = make_shape(spec["shape"]["kind"], spec["rate"], spec["duration_s"], spec["producers"], hold=True,
                        **shape_params)
+    pool = None
+    distributed = int(spec.get("workers") or 0) + int(spec.get("remote_workers") or 0) > 0
+    if distributed:
+        opts.headless, opts.enable_rebalancing = True, True  # a lost worker's users go to the others
     env = Environment(user_classes=[kp.KafkaProducerUser], shape_class=shape, parsed_options=opts,
                       events=locust.events)
     env.kafka_stats = stats
-    runner = env.create_local_runner()
+    if distributed:
+        try:
+            pool = WorkerPool(env, spec, stats, shape)
+        except LoadError as exc:
+            print(exc, file=sys.stderr)
+            _emit({"event": "error", "ts": time.time(), "error": str(exc)})
+            return 1
+        runner = pool.runner
+        _emit({"event": "workers", "ts": time.time(), "master": pool.address, "expected": pool.expected,
+               "pids": {f"w{i}": p for i, p in sorted(pool.pids.items())},
+               "names": {f"w{i}": c for i, c in sorted(pool.names.items())}})
+    else:
+        runner = env.create_local_runner()
     from gevent.event import Event
 
     stop_early, go, end_now = Event(), Event(), Event()
@@ -341,10 +517,14 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
         while not go.is_set():
             if stop_early.is_set() or os.getppid() != parent:
                 runner.quit()
+                if pool is not None:
+                    pool.close()
                 return 0
             go.wait(0.1)
     writer = HistoryWriter(spec["history_path"], flush_interval_s=2.0)
     env.kafka_history = writer
+    if pool is not None:
+        pool.start(writer)
 
     def progress() -> None:
         last_t, last_acked = time.monotonic(), 0
@@ -370,16 +550,18 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
         stop_early.wait(min(0.2, max(0.0, end - time.monotonic())))
     early = stop_early.is_set()
     after_actions = end_now.is_set() and not early and time.monotonic() < end
-    purged = kp.drain_all(2.0 if early else float(spec["drain_s"]))
+    drain_s = 2.0 if early else float(spec["drain_s"])
+    purged = pool.drain(drain_s) if pool is not None else kp.drain_all(drain_s)
     runner.quit()
     reporter.kill()
+    workers = pool.close() if pool is not None else None
     writer.close()
     total = env.stats.total
     # error: what stopped the producers early, in one line (workloads/cli.py, stop_run), or None
     _emit({"event": "finished", "ts": time.time(), "early": early, "after_actions": after_actions, "purged": purged,
            "error": getattr(env, "kafka_error", None), "produced": stats.produced, "skipped": stats.skipped,
            "sent": stats.sent, "acked": stats.acked, "failed": stats.failed, "info": stats.info,
-           "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0,
+           "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0, "workers": workers,
            "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,
                       "median_response_time_ms": total.median_response_time,
                       "p99_response_time_ms": total.get_response_time_percentile(0.99),

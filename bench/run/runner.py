@@ -63,6 +63,8 @@ from bench.history.names import (
     EVENT_JOURNAL_TRANSLATED,
     EVENT_LOAD_FINISHED,
     EVENT_LOAD_STARTED,
+    EVENT_LOAD_WORKER_LOST,
+    EVENT_LOAD_WORKERS,
     EVENT_PREFILL,
     EVENT_RUN_END,
     EVENT_RUN_ERROR,
@@ -494,7 +496,8 @@ class Run:
                 "key_distribution": wl.key_distribution, "shape": shape, "duration_s": wl.duration_s,
                 "linger_ms": wl.linger_ms, "pace_partitions": wl.pace_partitions,
                 "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet"),
-                "client": clients.plain(self.sc.system.client)}
+                "client": clients.plain(self.sc.system.client), "log_dir": str(self.logs),
+                **self.sc.load.model_dump()}
 
     def _spawn_load(self) -> None:
         """Start the load process waiting for its go (``--wait-for-go``: nothing sent yet)."""
@@ -549,6 +552,8 @@ class Run:
                 started.set()
             elif ev == "progress":
                 self.state.load = msg
+            elif ev in ("workers", "worker_lost"):  # the load's Locust workers (load.workers)
+                self.event(EVENT_LOAD_WORKERS if ev == "workers" else EVENT_LOAD_WORKER_LOST, msg, ts=float(msg["ts"]))
             elif ev == "finished":
                 self.state.load_over.set()  # the samplers stop with the load (it may end before duration_s)
                 self.state.load_finished = msg

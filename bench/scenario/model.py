@@ -1,7 +1,8 @@
 """The scenario model: what system to build, what load to apply, what to do to it, what to check.
 
 Sections: ``system`` (bench/scenario/system.py), ``workload`` (topics, message size, rate,
-producers, duration, shape, linger.ms), ``prefill``, ``actions`` (bench/scenario/actions/),
+producers, duration, shape, linger.ms), ``load`` (where the producers run: Locust workers),
+``prefill``, ``actions`` (bench/scenario/actions/),
 ``checks``, ``network`` (emulated links), ``consumers``, ``scale`` (the scale model it claims,
 bench/scenario/scale.py), ``repetitions`` and ``matrix``. :class:`Scenario`
 checks what crosses sections (replication factors against brokers, topics named in the prefill and
@@ -247,6 +248,21 @@ class Scale(Model):
     tolerance: Annotated[Float, Field(gt=0, lt=1)] = 0.05
 
 
+class LoadSection(Model):
+    """Where the producers run. ``workers`` 0: in the load process itself (Locust's local runner).
+    Else the load process is a Locust master and starts this many workers on this machine
+    (``locust -f workloads/kafka_produce.py --worker``), and waits for ``remote_workers`` more that
+    the user starts elsewhere with the same command and ``--master-host``/``--master-port`` (the
+    master binds ``master_host``, port ``master_port``, 0: a free one, printed when it listens).
+    The workload's producers, rate and shape are split across the workers
+    (workloads/distributed.py)."""
+
+    workers: Annotated[int, Field(strict=True, ge=0, le=64)] = 0
+    remote_workers: Annotated[int, Field(strict=True, ge=0, le=1000)] = 0
+    master_host: str = "127.0.0.1"
+    master_port: Annotated[int, Field(strict=True, ge=0, le=65535)] = 0
+
+
 DEFAULT_TOPIC_PREFIX = "bench."
 
 
@@ -263,6 +279,7 @@ class Scenario(Model):
     checks: Checks = Field(default_factory=Checks)
     network: NetworkSection = Field(default_factory=NetworkSection)
     consumers: Annotated[list[ConsumerSet], BeforeValidator(_consumer_sets)] = Field(default_factory=list)
+    load: LoadSection = Field(default_factory=LoadSection)
     # None: the scenario claims no scale model (its settings are not checked against production's).
     scale: Optional[Scale] = None
     # Each configuration (matrix point) runs this many times; runs differ only in run id
