@@ -498,3 +498,17 @@ def test_handover_fit_takes_the_clients_part_from_its_leader_queries():
     assert m.formula().startswith("t = Q(") and "leader query" in m.formula()
     assert mdl.MoveModel.from_row(m.to_row()).predict(16 * MiB, 12.5e6, 0, 2e6, 3) == \
         pytest.approx(m.predict(16 * MiB, 12.5e6, 0, 2e6, 3))
+
+
+def test_handover_fit_keeps_a_constant_lag_where_the_queries_explain_nothing_more():
+    """Moves whose first ack follows their election by a constant (a client without the leader
+    query steps) keep the median lag in c: the schedule is taken only where it evens the acks."""
+    from dataclasses import replace
+
+    pts = []
+    for s, tail, n in ((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)):
+        p = shared_pt(s, tail, objects=n, c=0.2, u=0.9)
+        pts.append(replace(p, elect_seconds=p.move_seconds - 0.002 * n, move_seconds=p.move_seconds + 0.25))
+    m = fit_model(pts, "shared")
+    assert m.client_start_s is None and m.client_ack_s is None
+    assert m.fixed_s == pytest.approx(0.45, abs=1e-3) and not m.formula().startswith("t = Q(")

@@ -60,23 +60,28 @@ def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | 
     return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
 
 
-def fit_client(move_s: np.ndarray, elect_s: np.ndarray) -> tuple[float, float, float | None, str]:
+def fit_client(move_s: np.ndarray, elect_s: np.ndarray) -> tuple[float, float, float | None, str] | None:
     """The client's part of handovers from their measured leader changes (``move_s``: without the
     new owner's modelled open, which comes after its election): the origin of its leader
     queries (the old owner's first refusal, after the request; the value in [0, the earliest
     change] that leaves the most even ack lag, on a 5 ms grid) and the ack after the query that
-    names the new leader (the median lag left). -> (start, ack, ack's se, note)."""
+    names the new leader (the median lag left). -> (start, ack, ack's se, note); None where a
+    constant lag after the election leaves the acks as even (then the copy families' way holds:
+    the median lag is part of c)."""
+    constant = float((move_s - elect_s).std())
     best = None
     for start in np.arange(0.0, float(elect_s.min()) + 1e-9, 0.005):
         lag = move_s - leader_queries_at(elect_s, float(start))
         if best is None or lag.std() < best[0] - 1e-12:
             best = (float(lag.std()), float(start), lag)
-    _, start, lag = best
+    spread, start, lag = best
+    if spread >= constant:
+        return None
     ack = float(np.median(lag))
     se = float(1.2533 * lag.std(ddof=1) / math.sqrt(lag.size)) if lag.size >= 2 else None
     note = (f"Fitted on request -> leader change; the client learns of the new owner at its first leader query "
             f"after it (queries from {start:.3g} s after the request) and its first ack comes {ack:.3g} s later "
-            f"(median over {lag.size} moves, spread {lag.std():.3g} s).")
+            f"(median over {lag.size} moves, spread {lag.std():.3g} s; {constant:.3g} s as a constant lag).")
     return start, ack, se, note
 
 
@@ -122,11 +127,10 @@ class HandoverFamily:
         runs = sorted({p.run_key for p in pts})
         assumptions = ["L = the lowest of the run's object-store cap and the emulated links the upload crosses; "
                        "tail = the bytes the old owner uploaded at the close (measured)."] + notes
-        client = None
-        if lag_notes:
-            # The partition refuses writes for the whole handover: the client's part is its leader
-            # query schedule (base.leader_query_at), not a constant lag.
-            client = fit_client(np.array([p.move_seconds for p in pts], dtype=float) - opens, part)
+        # The partition refuses writes for the whole handover: the client's part is its leader
+        # query schedule (base.leader_query_at) where that explains the acks better than a constant.
+        client = fit_client(np.array([p.move_seconds for p in pts], dtype=float) - opens, part) if lag_notes else None
+        if client is not None:
             lag, lag_se = 0.0, client[2]
             assumptions.append(client[3])
         else:
