@@ -166,15 +166,15 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.5)
-        todo = {tp for tp in tps if stats[tp]["high_watermark"] is not None}
-        for tp in todo:
+        unread = {tp for tp in tps if stats[tp]["high_watermark"] is not None}
+        for tp in unread:
             stats[tp]["error"] = None
             if stats[tp]["high_watermark"] == 0:
                 stats[tp]["complete"] = True
-        todo = {tp for tp in todo if not stats[tp]["complete"]}
-        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in todo])
-        pos = {tp: -1 for tp in todo}
-        while todo and time.monotonic() < deadline:
+        unread = {tp for tp in unread if not stats[tp]["complete"]}
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in unread])
+        pos = {tp: -1 for tp in unread}
+        while unread and time.monotonic() < deadline:
             rows: list[dict] = []
             for m in c.consume(5000, 0.5):
                 err = m.error()
@@ -197,12 +197,12 @@ def verify(bootstrap: str, tps: Iterable[tuple[str, int]], on_rows: Callable[[li
                                  "topic": tp[0], "partition": tp[1], "outcome": "ok", "offset": off,
                                  "size_bytes": len(value), "digest": zlib.crc32(value)})
                 pos[tp] = max(pos.get(tp, -1), off)
-                if tp in todo and off + 1 >= st["high_watermark"]:
+                if tp in unread and off + 1 >= st["high_watermark"]:
                     st["complete"] = True
-                    todo.discard(tp)
+                    unread.discard(tp)
             if rows:
                 on_rows(rows)
-        for tp in todo:
+        for tp in unread:
             stats[tp]["error"] = stats[tp]["error"] or f"timed out at offset {pos.get(tp)}"
     finally:
         c.close()

@@ -537,17 +537,17 @@ class Fetcher:
         does not have (KIP-279). A leader without the API or without the epoch: the HW."""
         rounds = 0
         while True:
-            todo = [p for p in self.partitions.values() if p.pending_truncation and not p.closed]
-            if not todo:
+            truncating = [p for p in self.partitions.values() if p.pending_truncation and not p.closed]
+            if not truncating:
                 return
             if not self.epoch_api or rounds >= MAX_TRUNCATION_ROUNDS:
-                for p in todo:
+                for p in truncating:
                     p.truncate_to_hw()
                 return
             rounds += 1
             asked: dict[tuple[str, int], tuple[ReplicaPartition, int, int]] = {}
             topics: dict[str, list] = {}
-            for p in todo:
+            for p in truncating:
                 if p.epochs.latest_epoch < 0:
                     p.truncate_to_hw()  # no epoch known here (an empty log)
                     continue
