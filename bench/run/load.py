@@ -296,8 +296,6 @@ class WorkerPool:
     master: outcomes as they come, and at the end, every attempt without an outcome (its worker
     died, or never answered the drain) as ``info``."""
 
-    CONNECT_TIMEOUT_S = 60.0
-
     def __init__(self, env: Any, spec: dict[str, Any], stats: LiveStats, shape: Any) -> None:
         import socket
         import subprocess
@@ -339,12 +337,14 @@ class WorkerPool:
                      "--master-host", host, "--master-port", str(port), "--loglevel", "WARNING"],
                     cwd=root, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env=dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))))
-        deadline = time.monotonic() + self.CONNECT_TIMEOUT_S
+        wait_s = float(spec.get("connect_timeout_s") or 60.0)
+        deadline = time.monotonic() + wait_s
         while len(self.pids) < self.expected:
             dead = [p.pid for p in self.procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
+                self.runner.quit()  # the workers that did connect leave
                 self.close()
-                why = f"worker process(es) {dead} exited" if dead else f"not within {self.CONNECT_TIMEOUT_S:.0f} s"
+                why = f"worker process(es) {dead} exited" if dead else f"not within {wait_s:g} s"
                 raise LoadError(f"load workers: {len(self.pids)} of {self.expected} connected to the "
                                 f"master at {self.address} ({why}; see {logs}/load-worker-*.log)")
             gevent.sleep(0.1)

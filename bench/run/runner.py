@@ -522,8 +522,9 @@ class Run:
         for what, ev in (("get ready", self._load_ready), ("start", self._load_started)):
             while not ev.is_set():
                 if self.load_proc.poll() is not None:
-                    raise RunError(f"load process exited with code {self.load_proc.returncode} before starting; "
-                                   f"see {self.logs / 'load.log'}")
+                    time.sleep(0.2)  # its last line, read by the reader thread
+                    said = f": {self.state.load_error}" if self.state.load_error else f"; see {self.logs / 'load.log'}"
+                    raise RunError(f"load process exited with code {self.load_proc.returncode} before starting{said}")
                 if time.time() > deadline:
                     raise RunError(f"load process did not {what} within 60 s")
                 ev.wait(0.05)
@@ -552,6 +553,8 @@ class Run:
                 started.set()
             elif ev == "progress":
                 self.state.load = msg
+            elif ev == "error":
+                self.state.load_error = str(msg.get("error"))
             elif ev in ("workers", "worker_lost"):  # the load's Locust workers (load.workers)
                 self.event(EVENT_LOAD_WORKERS if ev == "workers" else EVENT_LOAD_WORKER_LOST, msg, ts=float(msg["ts"]))
             elif ev == "finished":

@@ -31,6 +31,7 @@ class RunState:
         self.load: dict[str, Any] = {}
         self.load_started: float | None = None
         self.load_finished: dict[str, Any] | None = None
+        self.load_error: str | None = None  # what the load process said before it exited (its "error" line)
         self.actions = [ActionState(i, a.kind, a.at_s) for i, a in enumerate(sc.actions)]
         self.verify: dict[str, Any] = {}
         # Moves still running: action_id -> {partition: its source and target brokers}.

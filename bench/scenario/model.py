@@ -261,6 +261,7 @@ class LoadSection(Model):
     remote_workers: Annotated[int, Field(strict=True, ge=0, le=1000)] = 0
     master_host: str = "127.0.0.1"
     master_port: Annotated[int, Field(strict=True, ge=0, le=65535)] = 0
+    connect_timeout_s: Annotated[Float, Field(gt=0, le=3600)] = 60.0  # every worker connected, or the run fails
 
 
 DEFAULT_TOPIC_PREFIX = "bench."

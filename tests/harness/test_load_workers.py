@@ -91,3 +91,20 @@ def test_a_worker_killed_mid_run_is_reported_and_loses_nothing_acked(run_scenari
     lost_rows = [e for e in tab.filter(pc.fill_null(pc.equal(tab["kind"], "send"), False))["error"].to_pylist()
                  if e and "lost before it reported" in e]
     assert len(lost_rows) == w["unresolved_info"]
+
+
+def test_workers_that_never_connect_fail_the_run_before_its_load(run_scenario):
+    """A remote worker that never comes: the run fails within the connect timeout, saying how many
+    connected and where the master listened, and leaves nothing running (the local worker is
+    stopped by PID)."""
+    data = scenario("load-workers-missing", 5)
+    data["load"] = {"workers": 1, "remote_workers": 1, "connect_timeout_s": 3}
+    t0 = time.monotonic()
+    [(run_dir, s)] = run_scenario(data)
+    assert time.monotonic() - t0 < 60
+    assert s["error"] is not None and "load workers: 1 of 2 connected to the master at 127.0.0.1:" in s["error"], s["error"]
+    assert "not within 3 s" in s["error"]
+    spec = json.loads((run_dir / "logs" / "load-spec.json").read_text())
+    assert spec["remote_workers"] == 1
+    for log in (run_dir / "logs").glob("load-worker-*.log"):
+        assert "Traceback" not in log.read_text()
