@@ -335,6 +335,10 @@ class Scenario(Model):
                     raise field_error(f"consumers.{i}.mode", f"catch_up reads a backlog: topic {empty[0]!r} has no "
                                                              f"prefill (prefill.bytes_per_partition / prefill.topics)")
 
+        workers = self.load.workers + self.load.remote_workers
+        if workers > wl.producers:
+            raise field_error("load.workers", f"{workers} Locust workers for {wl.producers} producer(s): a worker "
+                                              f"without a producer sends nothing (set workload.producers >= {workers})")
         net = self.network
         if not system.profile.launched:
             for f in ("link_rate", "object_store_link_rate", "client_link_rate"):

@@ -684,3 +684,17 @@ def test_a_scenario_pointed_at_a_bootstrap_alone_takes_the_clusters_brokers():
         sc.for_cluster([0, 2, 5], 3, 2)
     err = error_of(minimal(system={"kind": "replication"}))  # a cluster the harness starts: how many
     assert "system.brokers: required for system kind 'replication'" in str(err)
+
+
+def test_load_workers_need_a_producer_each_and_the_cli_sets_them():
+    data = minimal()
+    data["load"] = {"workers": 2}
+    err = error_of(data)
+    assert "load.workers" in str(err) and "2 Locust workers for 1 producer(s)" in str(err)
+    data["workload"]["producers"] = 2
+    sc = parse_scenario(data, "x.yaml")
+    assert sc.load.workers == 2 and sc.load.master_host == "127.0.0.1" and sc.load.connect_timeout_s == 60
+    data["load"] = {"workers": -1}
+    assert "load.workers" in str(error_of(data))
+    data["load"] = {"workers": 1, "master": "x"}
+    assert "load.master: unknown field" in str(error_of(data))
