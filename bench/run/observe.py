@@ -70,7 +70,8 @@ def poll_metadata(run: Any, client, topics: list[str]) -> None:
 
 
 def sample_processes(run: Any, until: float) -> None:
-    """Every second during the load: CPU % (of one core) of the load process, the consumer process,
+    """Every second during the load: CPU % (of one core) of the load process (with the Locust
+    workers it started: one figure, whatever runs the producers), the consumer process,
     the harness itself
     and every cluster process, as ``cpu_sample`` events (what limits throughput), and their
     resident memory in bytes and open file descriptors, as ``rss_sample`` and ``fd_sample`` events
@@ -92,8 +93,16 @@ def sample_processes(run: Any, until: float) -> None:
             except psutil.Error:
                 pass
 
+    workers: dict[int, psutil.Process] = {}  # the load's own Locust workers (load.workers), counted as "load"
     while time.time() < until and not run.state.stop.is_set() and not run.state.load_over.is_set():
         track("load", run.load_proc.pid if run.load_proc else None)
+        try:
+            for ch in procs["load"].children(recursive=True) if "load" in procs else ():
+                if ch.pid not in workers:
+                    ch.cpu_percent(None)
+                    workers[ch.pid] = ch
+        except psutil.Error:
+            pass
         consumers = getattr(run, "consumers", None)
         track("consume", consumers.proc.pid if consumers is not None and consumers.proc else None)
         track("harness", os.getpid())
@@ -116,6 +125,14 @@ def sample_processes(run: Any, until: float) -> None:
                     fds[name] = pr.num_fds()
             except psutil.Error:  # gone (a killed broker): no sample, tracked again once restarted
                 procs.pop(name, None)
+        for pid, ch in list(workers.items()):
+            try:
+                with ch.oneshot():
+                    cpu["load"] = round(cpu.get("load", 0.0) + ch.cpu_percent(None), 1)
+                    rss["load"] = rss.get("load", 0) + ch.memory_info().rss
+                    fds["load"] = fds.get("load", 0) + ch.num_fds()
+            except psutil.Error:  # a worker that ended (or was killed)
+                workers.pop(pid, None)
         cpu["_machine"] = host["busy_pct"]
         run.event(EVENT_CPU_SAMPLE, cpu, ts=ts)
         run.event(EVENT_RSS_SAMPLE, rss, ts=ts)
