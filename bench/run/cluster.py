@@ -328,16 +328,12 @@ class Cluster:
     def stop(self, grace: float = 10.0) -> None:
         """Stop every process by its PID, SIGTERM then SIGKILL after ``grace`` seconds: the
         brokers first, all at once (a shared broker's clean close still reaches the controller
-        and the object store), then the controller beside the object store and its proxy; then
+        and the object store), then the controller, then the object store and its proxy (so no
+        client of the store is still connected when the proxy counts what is left open); then
         remove the network. Safe to repeat."""
         _stop_all([p.pid for p in self.brokers.values()], self.dir, grace)
-        ctl = threading.Thread(target=_stop_all, args=([self.controller.pid] if self.controller else [], self.dir, grace),
-                               name="stop-controller", daemon=True)
-        ctl.start()
-        try:
-            self.stop_object_store(grace)
-        finally:
-            ctl.join()
+        _stop_all([self.controller.pid] if self.controller else [], self.dir, grace)
+        self.stop_object_store(grace)
         if self.network is not None:
             self.network.destroy()
 
