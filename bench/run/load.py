@@ -303,7 +303,7 @@ class WorkerPool:
         import gevent
         from workloads import distributed as dist
 
-        self.dist, self.env, self.stats, self.shape = dist, env, stats, shape
+        self.dist, self.stats, self.shape = dist, stats, shape
         self.users = max(1, int(spec["producers"]))
         self.local = int(spec.get("workers") or 0)
         self.expected = self.local + int(spec.get("remote_workers") or 0)
@@ -424,6 +424,8 @@ class WorkerPool:
     def close(self) -> dict[str, Any]:
         """Attempts without an outcome become ``info`` rows; the local workers are stopped (by
         PID). Returns the summary's ``workers``."""
+        import subprocess
+
         for g in (getattr(self, "_watch", None), getattr(self, "_rate", None)):
             if g is not None:
                 g.kill()
@@ -438,14 +440,17 @@ class WorkerPool:
         for p in self.procs:
             try:
                 p.wait(timeout=10)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=10)
-        return {"count": len(self.names), "expected": self.expected, "master": self.address,
-                "names": {f"w{i}": c for i, c in sorted(self.names.items())},
-                "pids": {f"w{i}": p for i, p in sorted(self.pids.items())},
-                "lost": [f"w{i}" for i in sorted(self.lost)],
+        return {**self.describe(), "count": len(self.names), "lost": [f"w{i}" for i in sorted(self.lost)],
                 "unresolved_info": len(unresolved), "purged": sum(self.drained.values())}
+
+    def describe(self) -> dict[str, Any]:
+        """The master and its workers: Locust's client id and the PID each reported."""
+        return {"master": self.address, "expected": self.expected,
+                "names": {f"w{i}": c for i, c in sorted(self.names.items())},
+                "pids": {f"w{i}": p for i, p in sorted(self.pids.items())}}
 
 
 def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
@@ -498,9 +503,7 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
             _emit({"event": "error", "ts": time.time(), "error": str(exc)})
             return 1
         runner = pool.runner
-        _emit({"event": "workers", "ts": time.time(), "master": pool.address, "expected": pool.expected,
-               "pids": {f"w{i}": p for i, p in sorted(pool.pids.items())},
-               "names": {f"w{i}": c for i, c in sorted(pool.names.items())}})
+        _emit({"event": "workers", "ts": time.time(), **pool.describe()})
     else:
         runner = env.create_local_runner()
     from gevent.event import Event

@@ -513,7 +513,7 @@ class Run:
         finally:
             err.close()
         self._load_ready, self._load_started = threading.Event(), threading.Event()
-        self.thread(self._read_load, "load-reader", self._load_ready, self._load_started)
+        self._load_reader = self.thread(self._read_load, "load-reader", self._load_ready, self._load_started)
 
     def _start_load(self) -> None:
         """Release the waiting load process (SIGUSR2) once it is ready; return when its users
@@ -522,7 +522,7 @@ class Run:
         for what, ev in (("get ready", self._load_ready), ("start", self._load_started)):
             while not ev.is_set():
                 if self.load_proc.poll() is not None:
-                    time.sleep(0.2)  # its last line, read by the reader thread
+                    self._load_reader.join(timeout=2)  # its output ended: every line it said is read
                     said = f": {self.state.load_error}" if self.state.load_error else f"; see {self.logs / 'load.log'}"
                     raise RunError(f"load process exited with code {self.load_proc.returncode} before starting{said}")
                 if time.time() > deadline:
