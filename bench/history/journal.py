@@ -23,6 +23,7 @@ journal record                            history event(s)
                                           ``meaning.phase_bytes``
 ``meaning.background_counters``           ``counter <name>`` (not a move's cost)
 ``move_phase``                            ``move_phase`` (as is)
+``meaning.refusal_start`` events          ``writes_refused`` (its fields as they are)
 ``meaning.copy_start`` events             ``copy_start`` {bytes_to_copy = the named field}: a leader
                                           telling a new replica where its copy starts
 any record about an internal topic        ``internal_topic`` (``__consumer_offsets``: the group
@@ -55,6 +56,7 @@ from bench.history.names import (
     EVENT_LEADER_CHANGE,
     EVENT_MOVE_COMPLETE,
     EVENT_MOVE_PHASE,
+    EVENT_WRITES_REFUSED,
     FIELD_BYTES_TO_COPY,
     INTERNAL_TOPIC_PREFIX,
 )
@@ -186,6 +188,8 @@ def _translate(rec: dict, meaning: JournalMeaning, windows: MoveWindows | None =
         return [counter(meaning.background_counters[name], rec.get("bytes"))]
     if name == "move_phase":
         return [row(EVENT_MOVE_PHASE)]
+    if name in meaning.refusal_start:
+        return [row(EVENT_WRITES_REFUSED)]
     if name in meaning.copy_start:
         return [row(EVENT_COPY_START, **{FIELD_BYTES_TO_COPY: rec.get(meaning.copy_start[name])})]
     return [row(name)]

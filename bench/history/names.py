@@ -67,6 +67,9 @@ EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}
 # with a `bytes_to_copy` field {replica, offset, bytes_to_copy (the leader's local bytes from
 # there to its log end at that moment), ...its other fields}
 EVENT_COPY_START = "copy_start"
+# The old owner starts refusing a partition's writes before its leader changes (a handover's
+# close): the journal record's own fields
+EVENT_WRITES_REFUSED = "writes_refused"
 FIELD_BYTES_TO_COPY = "bytes_to_copy"
 # The protocol observer (bench/run/observe.py: poll_protocol), on any cluster
 EVENT_REASSIGNMENT_LISTED = "reassignment_listed"  # ListPartitionReassignments shows it {replicas, adding, removing}

@@ -142,6 +142,9 @@ class JournalMeaning:
     - `background_counters`: journal event -> counter name (bytes that are not a move's cost).
     - `copy_start`: journal event -> the field with the bytes a new replica has to copy, where the
       leader says a copy starts later than the log's start (tiered storage).
+    - `refusal_start`: journal events at which the old owner starts refusing the partition's
+      writes before its leader changes (a handover's close): the load's client queries for the new
+      leader from its first refusal on, the origin of the handover model's client part.
     - `tail_phases`: the `<name>_ms` fields (of `phase_events`) whose phase carries the move's
       unuploaded tail: its bytes are the tail the old owner uploaded (the handover model's input).
     """
@@ -154,6 +157,7 @@ class JournalMeaning:
     background_counters: Mapping[str, str] = field(default_factory=dict)
     copy_start: Mapping[str, str] = field(default_factory=dict)
     tail_phases: frozenset[str] = frozenset()
+    refusal_start: frozenset[str] = frozenset()
 
     def carries_tail(self, phase: str) -> bool:
         """Whether a ``move_phase`` named ``phase`` (``<prefix>.<name>``) is one of `tail_phases`."""

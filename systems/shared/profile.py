@@ -101,6 +101,8 @@ PROFILE = SystemProfile(
         phase_bytes={"force_upload_ms": "force_upload_bytes", "replay_ms": "replay_bytes"},
         # The close's forced upload carries the tail not yet in object storage.
         tail_phases=frozenset({"force_upload_ms"}),
+        # The old owner refuses writes (NOT_LEADER) from the start of its close.
+        refusal_start=frozenset({"shared_partition_closing"}),
         # The target's open gets every range of the data stream and rebuilds its index from them.
         phase_objects={"open_ms": "data_objects", "replay_ms": "data_objects"},
         background_counters={"shared_upload": "objstore_upload_bytes", "shared_wal": "objstore_wal_bytes"},

@@ -30,6 +30,21 @@ def test_close_phases_have_no_objects():
     assert "objects" not in ph["detail"]  # the close walks no object list
 
 
+def test_the_old_owners_close_start_becomes_the_moves_first_refusal():
+    """A shared close starts with the old owner refusing the partition's writes: its journal's
+    `shared_partition_closing` is the move's `writes_refused` (the origin of the client's leader
+    queries in the handover model), attributed to the moving action."""
+    w = MoveWindows()
+    w.add(3, [("hot", 0)], 100.0)
+    [row] = translate({"ts": 100.04, "event": "shared_partition_closing", "source": 1, "topic": "hot",
+                       "partition": 0, "reason": "moved", "end_offset": 77}, profile("shared").journal, w)
+    assert row["event"] == "writes_refused" and row["ts"] == 100.04 and row["detail"]["action_id"] == 3
+    assert row["detail"]["journal_event"] == "shared_partition_closing" and row["detail"]["end_offset"] == 77
+    [row] = translate({"ts": 100.04, "event": "shared_partition_closing", "source": 1, "topic": "hot",
+                       "partition": 0}, profile("replication").journal, w)
+    assert row["event"] == "shared_partition_closing"  # a system whose profile does not say so: kept as is
+
+
 def test_generic_mapping_and_missing_count():
     # Any system may name its own count field; no count in the record: no `objects` on the row.
     meaning = JournalMeaning(phase_events={"opened": "open"}, phase_objects={"load_ms": "segments"})

@@ -477,27 +477,32 @@ def test_the_clients_leader_queries_double_from_100ms_to_1s():
 
 
 def test_handover_fit_takes_the_clients_part_from_its_leader_queries():
-    """With the leader change of each move measured, the handover's client part is fitted apart:
-    moves whose first ack is the client's query schedule after the change plus a constant ack give
-    back that schedule's origin and the ack, and a prediction is the schedule applied to the
-    predicted election, then the ack and the open."""
+    """With the leader change and the old owner's first refusal of each move measured, the
+    handover's client part is fitted apart: moves whose first ack is the client's query schedule
+    (from each move's refusal) after the change plus a constant ack give back that ack, the
+    refusals' median as the origin a prediction takes, and a prediction is the schedule applied to
+    the predicted election, then the ack and the open. Without measured refusals there is no
+    schedule: the lag stays a constant in c."""
     from dataclasses import replace
 
     pts = []
-    for s, tail, n in ((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)):
+    for (s, tail, n), refuse in zip(((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)),
+                                    (0.05, 0.07, 0.06, 0.09)):
         p = shared_pt(s, tail, objects=n, c=0.2, u=0.9)
         elect = p.move_seconds - 0.002 * n  # the open comes after the election
-        pts.append(replace(p, elect_seconds=elect,
-                           move_seconds=mdl.leader_query_at(elect, 0.06) + 0.12 + 0.002 * n))
+        pts.append(replace(p, elect_seconds=elect, refuse_seconds=refuse,
+                           move_seconds=mdl.leader_query_at(elect, refuse) + 0.12 + 0.002 * n))
     m = fit_model(pts, "shared")
-    assert m.client_start_s == pytest.approx(0.06, abs=0.006) and m.client_ack_s == pytest.approx(0.12, abs=0.01)
+    assert m.client_start_s == pytest.approx(0.065) and m.client_ack_s == pytest.approx(0.12, abs=1e-6)
     assert m.fixed_s == pytest.approx(0.2, abs=1e-3) and m.efficiency == pytest.approx(0.9, rel=1e-3)
     elect = 0.2 + 2e6 / (0.9 * 12.5e6)
-    assert m.predict(16 * MiB, 12.5e6, 0, 2e6, 3) == pytest.approx(mdl.leader_query_at(elect, m.client_start_s)
+    assert m.predict(16 * MiB, 12.5e6, 0, 2e6, 3) == pytest.approx(mdl.leader_query_at(elect, 0.065)
                                                                    + m.client_ack_s + 0.002 * 3)
     assert m.formula().startswith("t = Q(") and "leader query" in m.formula()
     assert mdl.MoveModel.from_row(m.to_row()).predict(16 * MiB, 12.5e6, 0, 2e6, 3) == \
         pytest.approx(m.predict(16 * MiB, 12.5e6, 0, 2e6, 3))
+    blind = fit_model([replace(p, refuse_seconds=None) for p in pts], "shared")
+    assert blind.client_start_s is None and not blind.formula().startswith("t = Q(")
 
 
 def test_handover_fit_keeps_a_constant_lag_where_the_queries_explain_nothing_more():
@@ -508,7 +513,8 @@ def test_handover_fit_keeps_a_constant_lag_where_the_queries_explain_nothing_mor
     pts = []
     for s, tail, n in ((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)):
         p = shared_pt(s, tail, objects=n, c=0.2, u=0.9)
-        pts.append(replace(p, elect_seconds=p.move_seconds - 0.002 * n, move_seconds=p.move_seconds + 0.25))
+        pts.append(replace(p, elect_seconds=p.move_seconds - 0.002 * n, move_seconds=p.move_seconds + 0.25,
+                           refuse_seconds=0.06))
     m = fit_model(pts, "shared")
     assert m.client_start_s is None and m.client_ack_s is None
     assert m.fixed_s == pytest.approx(0.45, abs=1e-3) and not m.formula().startswith("t = Q(")

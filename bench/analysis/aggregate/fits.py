@@ -124,12 +124,20 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ())
             None if m.get("leader_change_ts") is None or m.get("request_ts") is None
             else float(m["leader_change_ts"]) - float(m["request_ts"]),
             None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"]),
-            version=run_version(run.summary) if run is not None else None)
+            version=run_version(run.summary) if run is not None else None,
+            refuse_seconds=_since_request(m, "refused_ts"))
         steady = m.get("sender_ingest_bytes_per_s")  # all the sender leads; else the partition's own
         cap, demand = move_cap(run, fam, float(steady) if steady else mdl.nominal_ingest(p), p.cap_bytes_per_s,
                                dict(prm).get("link_rate"))
         pts.append(replace(p, cap_bytes_per_s=cap, link_demand=demand))
     return pts
+
+
+def _since_request(m: dict[str, Any], ts: str) -> float | None:
+    """Seconds from the move's request to its ``ts`` column (None: either unknown, or before it)."""
+    if m.get(ts) is None or m.get("request_ts") is None or float(m[ts]) < float(m["request_ts"]):
+        return None
+    return float(m[ts]) - float(m["request_ts"])
 
 
 def per_move_settings(m: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:

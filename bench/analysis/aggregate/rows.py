@@ -18,7 +18,7 @@ from bench.check.moves import LINK_WAYS, estimate_error_pct, move_link_fill, out
 from bench.check.outcome import run_ending_problems, run_verdict
 from bench.check.safety import verdict
 from bench.check.windows import PHASES
-from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED, OBJSTORE_REQUEST_KINDS
+from bench.history.names import EVENT_LINK_SAMPLE, EVENT_MOVE_PHASE, EVENT_UNTIERED, EVENT_WRITES_REFUSED, OBJSTORE_REQUEST_KINDS
 from bench.scenario import RECOVERY_ACTIONS
 from systems.registry import PROFILES
 
@@ -162,6 +162,14 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             ph["bytes"] += float(e.detail.get("bytes") or 0.0)
             if isinstance(e.detail.get("objects"), (int, float)):  # an open phase: the objects it walked
                 ph["objects"] = max(float(e.detail["objects"]), ph.get("objects", 0.0))
+    refused: dict[tuple[int, str, str, int], float] = {}  # the first per move
+    for r in runs:
+        prof = PROFILES.get(r.system)
+        # a history translated before writes_refused existed keeps the journal's own name
+        names = {EVENT_WRITES_REFUSED} | set(prof.journal.refusal_start if prof is not None else ())
+        for e in (e for e in r.view.events if e.event in names):
+            k = (r.idx, str(e.action_id), str(e.topic), int(e.partition if e.partition is not None else -1))
+            refused[k] = min(e.ts, refused.get(k, e.ts))
     sm_cache = {r.idx: _summary_moves(r) for r in runs}
     timelines = {r.idx: leader_timeline(r, of_run[r.idx]) for r in runs}
     n_parts: dict[tuple[int, str], int] = defaultdict(int)
@@ -220,7 +228,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "run_key": r.run_key, "system": r.system, "config_key": r.config_key, "action_id": m["action_id"],
             "action": m["action"], "topic": m["topic"], "partition": m["partition"],
             "new_leader": m["new_leader"], "request_ts": m["request_ts"], "leader_change_ts": m["lc_ts"],
-            "first_ack_ts": first, "end_ts": m["end_ts"], "move_seconds": secs, "move_seconds_status": status,
+            "first_ack_ts": first, "end_ts": m["end_ts"], "refused_ts": refused.get(k), "move_seconds": secs, "move_seconds_status": status,
             "summary_move_seconds": sm.get("move_seconds") if isinstance(sm.get("move_seconds"), (int, float)) else None,
             "unavailable_seconds": gaps.get(k),
             "partition_bytes": pbytes, "partition_bytes_source": psrc, "produced_bytes_before_move": produced,

@@ -75,6 +75,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("run_key", STR), ("system", STR), ("config_key", STR), ("action_id", STR), ("action", STR),
         ("topic", STR), ("partition", I64), ("new_leader", I64),
         ("request_ts", F64), ("leader_change_ts", F64), ("first_ack_ts", F64), ("end_ts", F64),
+        ("refused_ts", F64),  # the old owner's first refusal of writes, where its journal says (a handover)
         ("move_seconds", F64), ("move_seconds_status", STR), ("summary_move_seconds", F64),
         ("unavailable_seconds", F64),
         ("partition_bytes", F64), ("partition_bytes_source", STR), ("produced_bytes_before_move", F64),

@@ -107,6 +107,8 @@ class MovePoint:
     # (steady egress + the move's allowance: its throttle, else the link) / the sender's link:
     # above 1, what the steady traffic leaves of the link capped the move (None: no emulated link)
     link_demand: float | None = None
+    # request -> the old owner's first refusal of writes (a handover's close start; None: not journaled)
+    refuse_seconds: float | None = None
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
@@ -378,8 +380,8 @@ _QUERY_G: tuple[np.ndarray, np.ndarray] | None = None
 _QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 / 3) / 2
 
 
-def leader_queries_at(t: np.ndarray, start: float) -> np.ndarray:
-    """:func:`leader_query_at` over an array."""
+def leader_queries_at(t: np.ndarray, start: float | np.ndarray) -> np.ndarray:
+    """:func:`leader_query_at` over an array (``start``: one origin, or one per ``t``)."""
     t = np.asarray(t, dtype=float)
     x = t - start
     grid, g = _query_table()

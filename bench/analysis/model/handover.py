@@ -60,29 +60,39 @@ def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | 
     return f.intercept, float(b), f.slope_se, float(n.max()), len(op), notes
 
 
-def fit_client(move_s: np.ndarray, elect_s: np.ndarray) -> tuple[float, float, float | None, str] | None:
+# The leader queries' schedule is taken where it leaves the acks' lag at most this share of the
+# spread a constant lag leaves: a clear margin, not a fit's luck (a step function always evens a
+# handful of moves a little).
+CLIENT_MARGIN = 0.8
+
+
+def fit_client(move_s: np.ndarray, elect_s: np.ndarray, refuse_s: Sequence[float | None]
+               ) -> tuple[float, float, float | None, str] | None:
     """The client's part of handovers from their measured leader changes (``move_s``: without the
-    new owner's modelled open, which comes after its election): the origin of its leader
-    queries (the old owner's first refusal, after the request; the value in [0, the earliest
-    change] that leaves the most even ack lag, on a 5 ms grid) and the ack after the query that
-    names the new leader (the median lag left). -> (start, ack, ack's se, note); None where a
-    constant lag after the election leaves the acks as even (then the copy families' way holds:
-    the median lag is part of c)."""
+    new owner's modelled open, which comes after its election) and the old owner's measured first
+    refusals (``refuse_s``, request -> the close's start, where its journal says; the origin of the
+    client's leader queries): the ack after the query that names the new leader (the median lag
+    left) and the origin a prediction takes (the refusals' median). -> (origin, ack, ack's se,
+    note); None where no refusal was measured, or where a constant lag after the election leaves
+    the acks about as even (:data:`CLIENT_MARGIN`; then the copy families' way holds: the median
+    lag is part of c)."""
+    known = [float(r) for r in refuse_s if r is not None]
+    if not known:
+        return None
+    origin = float(np.median(known))
+    starts = np.array([origin if r is None else float(r) for r in refuse_s], dtype=float)
     constant = float((move_s - elect_s).std())
-    best = None
-    for start in np.arange(0.0, float(elect_s.min()) + 1e-9, 0.005):
-        lag = move_s - leader_queries_at(elect_s, float(start))
-        if best is None or lag.std() < best[0] - 1e-12:
-            best = (float(lag.std()), float(start), lag)
-    spread, start, lag = best
-    if spread >= constant:
+    lag = move_s - leader_queries_at(elect_s, starts)
+    spread = float(lag.std())
+    if spread >= CLIENT_MARGIN * constant:
         return None
     ack = float(np.median(lag))
     se = float(1.2533 * lag.std(ddof=1) / math.sqrt(lag.size)) if lag.size >= 2 else None
     note = (f"Fitted on request -> leader change; the client learns of the new owner at its first leader query "
-            f"after it (queries from {start:.3g} s after the request) and its first ack comes {ack:.3g} s later "
-            f"(median over {lag.size} moves, spread {lag.std():.3g} s; {constant:.3g} s as a constant lag).")
-    return start, ack, se, note
+            f"after it, the queries starting at the old owner's first refusal (measured per move: median "
+            f"{origin:.3g} s after the request, {len(known)} of {lag.size} moves), and its first ack comes "
+            f"{ack:.3g} s later (median; spread {spread:.3g} s, {constant:.3g} s as a constant lag).")
+    return origin, ack, se, note
 
 
 def client_fields(client: tuple[float, float, float | None, str] | None) -> dict[str, float]:
@@ -129,7 +139,8 @@ class HandoverFamily:
                        "tail = the bytes the old owner uploaded at the close (measured)."] + notes
         # The partition refuses writes for the whole handover: the client's part is its leader
         # query schedule (base.leader_query_at) where that explains the acks better than a constant.
-        client = fit_client(np.array([p.move_seconds for p in pts], dtype=float) - opens, part) if lag_notes else None
+        client = (fit_client(np.array([p.move_seconds for p in pts], dtype=float) - opens, part,
+                             [p.refuse_seconds for p in pts]) if lag_notes else None)
         if client is not None:
             lag, lag_se = 0.0, client[2]
             assumptions.append(client[3])
