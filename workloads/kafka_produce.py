@@ -1,6 +1,8 @@
-"""Locust producer users: every message goes through a real Kafka client (confluent-kafka /
-librdkafka, ``acks=all``, idempotence on) and every send is reported through Locust's request
-event (``request_type="produce"``, ``name=<topic>``, response time = send -> delivery report).
+"""Locust producer users: every message goes through a real Kafka client (``acks=all``,
+idempotence on): librdkafka (confluent-kafka) by default, or kafka-python, kafkajs or sarama
+(``--kafka-client-library``, a scenario's ``workload.client_library``: workloads/clients/), and
+every send is reported through Locust's request event (``request_type="produce"``,
+``name=<topic>``, response time = send -> delivery report).
 
 Two ways to use it:
 
@@ -51,11 +53,11 @@ if __package__ in (None, ""):  # `locust -f workloads/kafka_produce.py`: make th
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gevent
-from confluent_kafka import KafkaError, KafkaException, Producer
 from locust import User, events
 from locust.env import Environment
 
 import workloads.cli as _cli
+import workloads.clients as _clients
 import workloads.distributed as _dist
 import workloads.shapes as _shapes  # module import: keeps shape classes out of this namespace
 
@@ -64,14 +66,6 @@ from workloads.messages import (  # noqa: E402,F401
 )
 from workloads.pacing import PartitionPacer, round_size  # noqa: E402
 from workloads.topics import parse_topics, topic_of_user  # noqa: E402
-
-# Errors after which the message was certainly not written (never left the client, or the
-# broker rejected it for good). Everything else is "info": it may have been written.
-FAIL_CODES = frozenset({
-    KafkaError._PURGE_QUEUE, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
-    KafkaError._INVALID_ARG, KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
-    KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-})
 
 OPTION_DEFAULTS: dict[str, Any] = {
     **_cli.COMMON_DEFAULTS,  # kafka_bootstrap, kafka_topics (name[:partitions[:producers]],...), ...
@@ -87,7 +81,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "kafka_drain_s": 20.0,  # on stop: wait this long for outstanding acks, then purge
     "kafka_linger_ms": PRODUCER_LINGER_MS,  # the producers' linger.ms (workloads/messages.py: why 5)
     "kafka_pace_partitions": False,  # workloads/pacing.py
-    "kafka_producer_config": "",  # JSON object of extra librdkafka settings
+    "kafka_producer_config": "",  # JSON object of extra settings in the client library's own names
+    "kafka_client_library": _clients.DEFAULT_LIBRARY,
 }
 
 
@@ -121,7 +116,11 @@ def _add_options(parser) -> None:
         default=OPTION_DEFAULTS["kafka_pace_partitions"],
         help="one request's worth per partition in the client at a time (workloads/pacing.py)")
     add(g, "--kafka-producer-config", env_var="KAFKA_PRODUCER_CONFIG",
-        default=OPTION_DEFAULTS["kafka_producer_config"], help="JSON object of extra librdkafka settings")
+        default=OPTION_DEFAULTS["kafka_producer_config"],
+        help="JSON object of extra producer settings, in the client library's own names")
+    add(g, "--kafka-client-library", env_var="KAFKA_CLIENT_LIBRARY", choices=list(_clients.LIBRARIES),
+        default=OPTION_DEFAULTS["kafka_client_library"],
+        help="the producing library (workloads/clients/; default librdkafka, in this process)")
 
 
 def default_users(o) -> int:
@@ -156,6 +155,7 @@ class ProduceError(Exception):
 _ids = itertools.count()  # message ids: unique per process, increasing in send order
 _user_seq = itertools.count()
 _active: list["KafkaProducerUser"] = []
+described: list[dict] = []  # each drained producer's client: library, version, settings, its own counts
 # Locust worker of the harness's master (workloads/distributed.py): (index, workers, users), else None
 _worker: tuple[int, int, int] | None = None
 
@@ -206,7 +206,7 @@ class KafkaProducerUser(User):
         if o is None:
             o = options()
         self.o = o
-        self.producer: Producer | None = None
+        self.client: _clients.Driver | None = None
         self.failed = False
         self.draining = False
         self.index = next(_user_seq)
@@ -231,14 +231,14 @@ class KafkaProducerUser(User):
         # linger.ms: the scenario's workload.linger_ms, default 5 ms (the client's own default,
         # workloads/messages.py). What the client holds at once is bounded per partition (the
         # class's docstring: no busy-poll while an acknowledgement is awaited).
-        conf = {"bootstrap.servers": o.kafka_bootstrap, "acks": PRODUCER_ACKS, "enable.idempotence": True,
-                "linger.ms": int(o.kafka_linger_ms), "message.timeout.ms": 60000, "client.id": f"locust-{self.pname}",
-                "partitioner": "murmur2_random"}
-        if o.kafka_producer_config:
-            import json
+        import json
 
-            conf.update(json.loads(o.kafka_producer_config))
-        self.producer = Producer(conf)
+        library = getattr(o, "kafka_client_library", None) or _clients.DEFAULT_LIBRARY
+        if library != "librdkafka" and (o.kafka_key_distribution != "none" or o.kafka_pace_partitions):
+            raise _cli.SetupError(f"{library}: keyed sends and partition pacing are librdkafka's only")
+        self.client = _clients.open_driver(library, _clients.DriverConfig(
+            o.kafka_bootstrap, f"locust-{self.pname}", int(o.kafka_linger_ms), 60000, self.body, self.stamp,
+            json.loads(o.kafka_producer_config) if o.kafka_producer_config else {}))
         self.sink = getattr(self.environment, "kafka_history", None)
         self.attempts = self.sink if hasattr(self.sink, "attempt") else None  # a worker's: to its master
         self.unsent: list = []
@@ -253,9 +253,7 @@ class KafkaProducerUser(User):
         for name, n, _ in topics:
             n = n or known.get(name)
             if n is None:
-                md = self.producer.list_topics(name, timeout=10)  # once, at start
-                t = md.topics.get(name)
-                n = len(t.partitions) if t is not None and t.error is None else 0
+                n = self.client.partitions(name)  # once, at start
             if n <= 0:
                 raise _cli.SetupError(f"topic {name} does not exist at {o.kafka_bootstrap}")
             resolved.append((name, n))
@@ -267,7 +265,8 @@ class KafkaProducerUser(User):
         self.credit = 0.0
         self.last = time.monotonic()
         self.t0 = time.monotonic()
-        self.pacer = PartitionPacer(round_size(conf, self.size), self._produce) if o.kafka_pace_partitions else None
+        self.pacer = (PartitionPacer(round_size(self.client.conf, self.size), self._produce)
+                      if o.kafka_pace_partitions else None)
         _active.append(self)
 
     # -- sending ---------------------------------------------------------------------------
@@ -296,11 +295,11 @@ class KafkaProducerUser(User):
             kw = {"partition": part}
 
         tp = (topic, kw["partition"]) if "partition" in kw else None
-        value = msg_id.to_bytes(8, "big")[8 - self.stamp:] + self.body
+        value = _clients.base.value_of(msg_id, self.body, self.stamp)
         digest = zlib.crc32(value)  # the history's digest: the verifying read-back compares its own
 
-        def done(err, msg, msg_id=msg_id, ts=ts, topic=topic, tp=tp, digest=digest):
-            self._delivered(err, msg, msg_id, ts, topic, digest)
+        def done(d: _clients.Delivery, msg_id=msg_id, ts=ts, topic=topic, tp=tp, digest=digest):
+            self._record(msg_id, ts, topic, d.partition, d.outcome, d.ack_ts, d.offset, d.error, digest)
             if tp is not None and self.pacer is not None:
                 self.pacer.answered(tp)
 
@@ -323,29 +322,18 @@ class KafkaProducerUser(User):
     def _produce(self, call) -> bool:
         """One message to the client; False if it refused it (recorded as failed)."""
         msg_id, ts, topic, headers, kw, done, value, digest = call
-        if self.producer is None:
+        if self.client is None:
             return False
         if self.attempts is not None and self.attempts.attempts:
             # A worker: the master learns of a send before the cluster can, so a worker killed
             # now leaves no message in the log that its history does not name.
             self.attempts.flush()
-        try:
-            self.producer.produce(topic, value=value, headers=headers, on_delivery=done, **kw)
-        except (BufferError, KafkaException) as exc:
-            # Never enqueued: certainly not written.
-            self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, f"{type(exc).__name__}: {exc}",
-                         digest)
+        why = self.client.send(msg_id, topic, kw.get("partition", -1), self.pname, value, headers, done,
+                               key=kw.get("key"))
+        if why is not None:  # never enqueued: certainly not written
+            self._record(msg_id, ts, topic, kw.get("partition", -1), "fail", None, None, why, digest)
             return False
         return True
-
-    def _delivered(self, err, msg, msg_id: int, ts: float, topic: str, digest: int) -> None:
-        now = time.time()
-        if err is None:
-            self._record(msg_id, ts, topic, msg.partition(), "ok", now, msg.offset(), None, digest)
-        else:
-            outcome = "fail" if err.code() in FAIL_CODES else "info"
-            part = msg.partition() if msg is not None and msg.partition() is not None else -1
-            self._record(msg_id, ts, topic, part, outcome, None, None, f"{err.name()}: {err.str()}", digest)
 
     def _record(self, msg_id, ts, topic, partition, outcome, ack_ts, offset, error, digest) -> None:
         ok = outcome == "ok"
@@ -368,7 +356,7 @@ class KafkaProducerUser(User):
             self.sink.extend(rows)
 
     def tick(self) -> None:
-        if self.producer is None or self.failed:  # drained, or it could not start / failed: the run is ending
+        if self.client is None or self.failed:  # drained, or it could not start / failed: the run is ending
             gevent.sleep(0.1)
             return
         try:
@@ -379,7 +367,7 @@ class KafkaProducerUser(User):
             _cli.stop_run(self.environment, f"producer {self.pname}: {_cli.describe(exc)}")
 
     def _tick(self) -> None:
-        p = self.producer
+        p = self.client
         if not self.draining:
             now = time.monotonic()
             rate = self._rate()
@@ -391,12 +379,12 @@ class KafkaProducerUser(User):
                 n = int(self.credit)
                 self.credit -= n
             else:
-                n = max(0, min(1000, self.max_queued - len(p) - (self.pacer.held_count() if self.pacer else 0)))
+                n = max(0, min(1000, self.max_queued - p.outstanding() - (self.pacer.held_count() if self.pacer else 0)))
             self.last = now
             for i in range(n):
                 self._send_one()
                 if i % 200 == 199:
-                    p.poll(0)
+                    p.serve()
             if self.unsent:
                 self.attempts.flush()
                 calls, self.unsent = self.unsent, []
@@ -404,7 +392,7 @@ class KafkaProducerUser(User):
                     self._produce(call)
             if self.pacer is not None:
                 self.pacer.release_idle()
-        p.poll(0)
+        p.serve()
         self._hand_over()
         gevent.sleep(self.tick_s)
 
@@ -417,32 +405,34 @@ class KafkaProducerUser(User):
         rest (their reports arrive as purge errors: ``fail`` if never sent, ``info`` if in
         flight). Returns the number of messages purged."""
         self.draining = True
-        p = self.producer
+        p = self.client
         if p is None:
             return 0
         if self.pacer is not None:
             self.pacer.release_all()  # what the user holds goes to the client now, to be flushed
         deadline = time.monotonic() + timeout_s
-        while len(p) > 0 and time.monotonic() < deadline:
-            p.poll(0)
+        while p.outstanding() > 0 and time.monotonic() < deadline:
+            p.serve()
             self._hand_over()
             gevent.sleep(0.01)
-        left = len(p)
+        left = p.outstanding()
         if left:
-            p.purge(in_queue=True, in_flight=True, blocking=False)
+            p.purge()
             end = time.monotonic() + 5
-            while len(p) > 0 and time.monotonic() < end:
-                p.poll(0)
+            while p.outstanding() > 0 and time.monotonic() < end:
+                p.serve()
                 gevent.sleep(0.01)
-        p.poll(0)
+        p.serve()
         self._hand_over()
-        self.producer = None
+        described.append(p.describe())
+        p.close()
+        self.client = None
         if self in _active:
             _active.remove(self)
         return left
 
     def on_stop(self) -> None:
-        if self.producer is not None:
+        if self.client is not None:
             self.drain(float(self.o.kafka_drain_s))
 
 
@@ -454,6 +444,24 @@ def drain_all(timeout_s: float) -> int:
     jobs = [gevent.spawn(u.drain, timeout_s) for u in users]
     gevent.joinall(jobs, timeout=timeout_s + 10)
     return sum(j.value or 0 for j in jobs)
+
+
+def client_report() -> dict | None:
+    """The producers' client library as they ran it (the first's settings) and the sum of what
+    each counted itself (retries, errors by type), where the library lets one count."""
+    if not described:
+        return None
+    out = {k: described[0].get(k) for k in ("library", "version", "binding", "settings") if k in described[0]}
+    retries = [d["retries"] for d in described if isinstance(d.get("retries"), int)]
+    if retries:
+        out["retries"] = sum(retries)
+    errors: dict[str, int] = {}
+    for d in described:
+        for k, n in (d.get("errors") or {}).items():
+            errors[k] = errors.get(k, 0) + int(n)
+    if errors:
+        out["errors"] = errors
+    return out
 
 
 def _number(v: Any) -> float | None:

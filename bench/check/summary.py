@@ -113,20 +113,16 @@ from bench.history.names import (
     EVENT_EXTERNAL_CLUSTER,
     EVENT_JOURNAL_TRANSLATED,
     EVENT_LINK_SAMPLE,
-    EVENT_LEADER_CHANGE,
     EVENT_LOAD_FINISHED,
-    EVENT_LOG_DIRS,
     EVENT_MOVE_PHASE,
     EVENT_PREFILL,
-    EVENT_REASSIGNMENT_CLEARED,
-    EVENT_REASSIGNMENT_LISTED,
     EVENT_RUN_END,
     EVENT_RUN_START,
     EVENT_VERIFY,
-    SOURCE_CLIENT,
 )
-from bench.check.view import hashable, tp_of
-from bench.history.names import LOG_DIRS_EVERY, OBJSTORE_REQUEST_KINDS, POLL_INTERVAL_S, PROTOCOL_POLL_S
+from bench.check.view import hashable
+from bench.check.client_view import client_requests, producer_client_lines, protocol_view
+from bench.history.names import OBJSTORE_REQUEST_KINDS
 from bench.history.store import read_history
 from bench.units import format_bytes as _fmt_bytes
 from bench.scenario import FAULT_RECOVERY, OWN_SETTINGS, Scenario, parse_scenario
@@ -166,6 +162,7 @@ def params_of(sc: Scenario, matrix: dict[str, Any] | None = None) -> dict[str, A
         "move_budget_of_link": sc.system.move_budget_of_link,
         "linger_ms": producer_linger_ms(sc),
         "pace_partitions": wl.pace_partitions,
+        "client_library": wl.client_library,  # the producing library (workloads/clients/)
         "objstore_bandwidth_bytes_per_s": sc.system.objstore_bandwidth_bytes_per_s,
         "message_bytes": wl.message_bytes,
         "produce_rate_msgs_per_s": wl.produce_rate_msgs_per_s,
@@ -313,6 +310,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
                for w in checks["unavailable_seconds"]["actions"]}
     acts = {a.action_id: a for a in v.actions}
     journaled = bool(_events(v, EVENT_JOURNAL_TRANSLATED))
+    client_lines = producer_client_lines(table, v)
     out = []
     for m in checks["move_seconds"]["moves"]:
         aid, tp = m["action_id"], (m["topic"], m["partition"])
@@ -359,6 +357,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
             **{k: m[k] for k in ESTIMATE_FIELDS if k in m},  # the estimate before the request, if made
+            **(client_requests(client_lines, tp, req, secs) if journaled else {}),
         })
     return out
 
@@ -367,49 +366,6 @@ def _sum_known(xs: list[Any]) -> Any:
     """The sum, or None when there is nothing or only unknowns to sum."""
     known = [x for x in xs if x is not None]
     return sum(known) if known else None
-
-
-def protocol_view(v: HistoryView, aid: Any, tp: tuple[str, int], req: float | None, src: list[int] | None,
-                  to: list[int] | None, journal_complete_ts: float | None) -> dict[str, Any] | None:
-    """One move as the Kafka protocol alone shows it (bench/run/observe.py), to set beside the
-    brokers' journals on the harness's own systems and to stand for them on any other cluster:
-
-    * ``leader_change_seconds``: request -> the metadata poller first sees a target lead;
-    * ``reassignment_seconds``: request -> ListPartitionReassignments no longer lists the partition
-      (null if it never listed it: a move the cluster completes within one poll, or does not
-      report as a reassignment);
-    * ``target_bytes``: DescribeLogDirs size of each added replica at the first sample after the
-      reassignment cleared (else after the leader change);
-    * ``journal_complete_seconds``: the brokers' own move_complete, where a journal exists.
-
-    Resolution: one poll of each (``resolution_s``). None for a move that was never requested."""
-    if req is None:
-        return None
-    added = sorted(set(to or ()) - set(src or ()))
-    lc = next((e for e in v.events_named(EVENT_LEADER_CHANGE)
-               if e.ts >= req and tp_of(e) == tp and e.detail.get("source") == SOURCE_CLIENT
-               and e.detail.get("leader") in (to or ())), None)
-    listed = [e for e in v.events_named(EVENT_REASSIGNMENT_LISTED) if e.ts >= req - 1.0 and tp_of(e) == tp
-              and hashable(e.action_id) in (aid, None)]
-    cleared = next((e for e in v.events_named(EVENT_REASSIGNMENT_CLEARED) if e.ts >= req and tp_of(e) == tp
-                    and hashable(e.action_id) in (aid, None)), None) if listed else None
-    after = cleared.ts if cleared is not None else (lc.ts if lc is not None else None)
-    target_bytes = None
-    if after is not None and added:
-        key = f"{tp[0]}-{tp[1]}"
-        sample = next((e for e in v.events_named(EVENT_LOG_DIRS) if e.ts >= after
-                       and all(str(b) in (e.detail.get("sizes") or {}).get(key, {}) for b in added)), None)
-        if sample is not None:
-            target_bytes = {str(b): sample.detail["sizes"][key][str(b)] for b in added}
-    return {
-        "leader_change_seconds": lc.ts - req if lc is not None else None,
-        "reassignment_listed": bool(listed),
-        "reassignment_seconds": cleared.ts - req if cleared is not None else None,
-        "target_bytes": target_bytes,
-        "journal_complete_seconds": journal_complete_ts - req if journal_complete_ts is not None else None,
-        "resolution_s": {"metadata": POLL_INTERVAL_S, "reassignments": PROTOCOL_POLL_S,
-                         "log_dirs": PROTOCOL_POLL_S * LOG_DIRS_EVERY},
-    }
 
 
 def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str, Any]:
@@ -446,6 +402,8 @@ def _producer(table: pa.Table, v: HistoryView, sc: Scenario | None) -> dict[str,
         "skipped_behind_schedule": fin.get("skipped"),
         # the Locust workers that ran the producers (load.workers; None: the load process itself)
         "workers": fin.get("workers"),
+        # the producing library (workload.client_library) as it ran: version, settings, its own counts
+        "client": fin.get("client"),
     }
 
 

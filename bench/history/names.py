@@ -59,6 +59,10 @@ EVENT_MOVE_ESTIMATE = "move_estimate"
 
 # Cluster state, as clients see it (poller) or as the cluster's journals say (journal.py)
 EVENT_LEADER_CHANGE = "leader_change"
+# A broker's count, per client id over its last 0.25 s (systems/core/broker.py), kept as the journal
+# has it: {client_id, metadata (requests), produce_errors: {"topic-p": {error name: answers}}}
+EVENT_CLIENT_REQUESTS = "client_requests"
+PRODUCER_CLIENT_PREFIX = "locust-"  # the load's producers' client.id: this, then the producer's name
 EVENT_MOVE_COMPLETE = "move_complete"
 EVENT_MOVE_PHASE = "move_phase"  # {phase, seconds, bytes, action_id}
 EVENT_COUNTER = "counter"  # {name, value (an increment), broker[, action_id]}

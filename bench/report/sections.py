@@ -19,6 +19,7 @@ from typing import Any
 from bench.analysis.cost import Prices, load_prices
 from bench.check.moves import BYTES_SPLIT_NOTE
 from bench.check.safety import verdict_counts
+from bench.report import client_table as ct
 from bench.report import tables as tb
 from bench.report.format import (
     MISSING, fmt_num, html_table, md_inline, md_table, md_to_html, repetition_text, short_runs,
@@ -189,6 +190,9 @@ COSTS = Section(tb.COST_TITLE, note=lambda v: tb.cost_note(v.prices), head=tb.CO
 HEADLINE_COSTS = Section(tb.HEADLINE_COST_TITLE, note=tb.HEADLINE_COST_NOTE, head=tb.HEADLINE_COST_HEAD,
                          rows=lambda v: tb.headline_cost_rows(v.prices, v.t["moves"], v.headline_cases()),
                          applies=lambda v: bool(v.headline_cases()))
+CLIENTS = Section(ct.CLIENTS_TITLE, note=ct.CLIENTS_NOTE, head=ct.CLIENTS_HEAD,
+                  rows=lambda v: ct.client_rows(v.t["moves"], v.t["latency"], v.t["runs"], v.label),
+                  applies=lambda v: bool(ct.client_rows(v.t["moves"], v.t["latency"], v.t["runs"], v.label)))
 CONSUMERS = Section(tb.CONSUMERS_TITLE, note=tb.CONSUMERS_NOTE, head=tb.CONSUMERS_HEAD,
                     rows=lambda v: tb.consumer_rows(v.t["consumers"], v.configs),
                     applies=lambda v: bool(v.t.get("consumers")))
@@ -224,8 +228,8 @@ MODELS = Section("Models", markdown=lambda v: model_markdown(v.t, v.notes, v.hea
 
 # The two documents, in order.
 REPORT = [Headline(), PROVENANCE, CONFIGURATIONS, SCALE, MEASURED, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, PROTOCOL,
-          ESTIMATES, COSTS, HEADLINE_COSTS, CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
-SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, ESTIMATES, COSTS, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
+          ESTIMATES, COSTS, HEADLINE_COSTS, CLIENTS, CONSUMERS, Figures(), LINK_FILL, HOST, SAFETY, FAULTS, MODEL]
+SUMMARY = [PROVENANCE, CONFIGURATIONS, SCALE, RESULTS, SENSITIVITY, BYTES, MORE_MOVES, ESTIMATES, COSTS, CLIENTS, CONSUMERS, RUNS, OUTAGES, LINK_FILL,
            HOST, MODELS]
 
 __all__ = ["REPORT", "SUMMARY", "Figures", "Headline", "Section", "View", "render_html", "render_markdown"]

@@ -482,6 +482,7 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
         kafka_rate=spec["rate"], kafka_users=spec["producers"], kafka_key_distribution=spec["key_distribution"],
         kafka_shape=spec["shape"]["kind"], kafka_duration_s=spec["duration_s"], kafka_drain_s=spec["drain_s"],
         kafka_producer_config=json.dumps(clients.resolve(spec.get("client"))),
+        kafka_client_library=spec.get("client_library") or "librdkafka",
         **({"kafka_linger_ms": spec["linger_ms"]} if spec.get("linger_ms") is not None else {}),
         kafka_pace_partitions=bool(spec.get("pace_partitions")),
     )
@@ -565,6 +566,7 @@ def drive(spec: dict[str, Any], wait_for_go: bool = False) -> int:
            "error": getattr(env, "kafka_error", None), "produced": stats.produced, "skipped": stats.skipped,
            "sent": stats.sent, "acked": stats.acked, "failed": stats.failed, "info": stats.info,
            "acked_bytes": stats.acked_bytes, "load_seconds": time.monotonic() - t0, "workers": workers,
+           "client": kp.client_report(),
            "locust": {"num_requests": total.num_requests, "num_failures": total.num_failures,
                       "median_response_time_ms": total.median_response_time,
                       "p99_response_time_ms": total.get_response_time_percentile(0.99),

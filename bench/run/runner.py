@@ -495,6 +495,7 @@ class Run:
                 "message_bytes": wl.message_bytes, "rate": wl.produce_rate_msgs_per_s, "producers": wl.producers,
                 "key_distribution": wl.key_distribution, "shape": shape, "duration_s": wl.duration_s,
                 "linger_ms": wl.linger_ms, "pace_partitions": wl.pace_partitions,
+                "client_library": wl.client_library,
                 "drain_s": DRAIN_S, "history_path": str(self.dir / ".history-load.parquet"),
                 "client": clients.plain(self.sc.system.client), "log_dir": str(self.logs),
                 **self.sc.load.model_dump()}

@@ -110,6 +110,10 @@ class Workload(Model):
     # before duration_s, which stays the longest it runs: a run that measures its moves (calibrate)
     # does not idle through the time the slowest system's moves need. None: the load runs duration_s.
     end_after_actions_s: Optional[Annotated[Float, Field(ge=0)]] = None
+    # The producers' client library (workloads/clients/): librdkafka (confluent-kafka, in the load
+    # process), or kafka-python, kafkajs, sarama (a process per producer). Each idempotent with
+    # acks=all and otherwise its own defaults; keyed sends and pace_partitions are librdkafka's.
+    client_library: Literal["librdkafka", "kafka-python", "kafkajs", "sarama"] = "librdkafka"
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -127,6 +131,10 @@ class Workload(Model):
             if self.producers != total:
                 # workload.producers stays the number of producers the load process starts.
                 raise field_error("producers", f"must be the sum of the topics' producers ({total})")
+        if self.client_library != "librdkafka":
+            for name, on in (("key_distribution", self.key_distribution != "none"), ("pace_partitions", self.pace_partitions)):
+                if on:
+                    raise field_error(name, f"is librdkafka's only (client_library is {self.client_library})")
         if self.shape.kind == "ramp" and self.shape.ramp_s > self.duration_s:
             raise field_error("shape.ramp_s", f"must be <= duration_s ({self.duration_s})")
         return self
@@ -309,6 +317,10 @@ class Scenario(Model):
     @model_validator(mode="after")
     def _cross_references(self) -> Scenario:
         wl, system = self.workload, self.system
+        if wl.client_library != "librdkafka" and system.client:
+            # system.client is in librdkafka's names: the other libraries would not read them alike
+            raise field_error("system.client", f"is librdkafka's settings: the load's producers use "
+                              f"{wl.client_library} (workload.client_library); run it without them")
         for i, t in enumerate(wl.topics):
             rf = self.replication_factor(t)
             if rf is not None and rf > self.brokers:

@@ -124,6 +124,10 @@ class Broker:
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
+        # Per client id since the last journal line: Metadata requests, and produce answers with an
+        # error by partition and error (what each client library meets during a move, and how
+        # often it asks where a partition went: journaled by _journal_clients).
+        self.client_counts: dict[str, dict] = {}
         self._register_apis()
 
     # -- lifecycle ----------------------------------------------------------
@@ -178,6 +182,7 @@ class Broker:
         await self._register()
         self._tasks.append(asyncio.create_task(self._follow_metadata()))
         self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
+        self._tasks.append(asyncio.create_task(self._journal_clients()))
         self.groups.start()
         if self.port_file:
             tmp = self.port_file + ".tmp"
@@ -208,6 +213,22 @@ class Broker:
                 if time.monotonic() > deadline:
                     raise SystemExit(f"broker {self.id}: controller unreachable for 120 s: {e}")
                 await asyncio.sleep(0.2)
+
+    CLIENT_JOURNAL_S = 0.25
+
+    def _client(self, client_id: str | None) -> dict:
+        return self.client_counts.setdefault(client_id or "", {"metadata": 0, "produce_errors": {}})
+
+    async def _journal_clients(self) -> None:
+        """Every 0.25 s, one ``client_requests`` line per client id that asked for metadata or got
+        a produce error since the last one: {client_id, metadata, produce_errors: {"topic-p":
+        {error: n}}} (counts over that interval)."""
+        while True:
+            await asyncio.sleep(self.CLIENT_JOURNAL_S)
+            counts, self.client_counts = self.client_counts, {}
+            for cid, c in counts.items():
+                self.events.emit("client_requests", client_id=cid, metadata=c["metadata"],
+                                 produce_errors=c["produce_errors"])
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config["broker.heartbeat.interval.ms"] / 1000
@@ -327,6 +348,7 @@ class Broker:
     # -- Metadata -----------------------------------------------------------
     async def handle_metadata(self, req, header, conn):
         v = header.request_api_version
+        self._client(header.client_id)["metadata"] += 1
         R = MetadataResponse
         if req.topics is None:
             names = sorted(self.image.topics)
@@ -399,6 +421,9 @@ class Broker:
         for (tname, tid, idx, err, base, last, part, msg), w in zip(results, waits):
             if w is not None:
                 err = next(it)
+            if err:
+                errs = self._client(header.client_id)["produce_errors"].setdefault(f"{tname}-{idx}", {})
+                errs[errors.name_of(err)] = errs.get(errors.name_of(err), 0) + 1
             pr = R.TopicProduceResponse.PartitionProduceResponse(
                 index=idx, error_code=err, base_offset=base if err == 0 else -1, log_append_time_ms=-1,
                 log_start_offset=part.log_start_offset if part is not None else -1, record_errors=[],

@@ -58,3 +58,8 @@ def name(code: int) -> str:
         if isinstance(cls, type) and getattr(cls, "errno", None) == code and cls.__name__ != "CorruptRecordException":
             return cls.__name__
     return f"error {code}"
+
+
+def name_of(code: int) -> str:
+    """Kafka's name of an error code (NOT_LEADER_OR_FOLLOWER, ...)."""
+    return "NOT_LEADER_OR_FOLLOWER" if code == NOT_LEADER_OR_FOLLOWER else _e.for_code(code).message

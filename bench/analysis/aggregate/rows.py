@@ -228,7 +228,12 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "run_key": r.run_key, "system": r.system, "config_key": r.config_key, "action_id": m["action_id"],
             "action": m["action"], "topic": m["topic"], "partition": m["partition"],
             "new_leader": m["new_leader"], "request_ts": m["request_ts"], "leader_change_ts": m["lc_ts"],
-            "first_ack_ts": first, "end_ts": m["end_ts"], "refused_ts": refused.get(k), "move_seconds": secs, "move_seconds_status": status,
+            "first_ack_ts": first, "end_ts": m["end_ts"], "refused_ts": refused.get(k),
+            "client_library": r.param("client_library") or "librdkafka",  # runs before the axis: librdkafka
+            "client_errors_json": None if sm.get("client_errors") is None else json.dumps(sm["client_errors"],
+                                                                                          sort_keys=True),
+            "client_error_count": None if sm.get("client_errors") is None else sum(sm["client_errors"].values()),
+            "client_metadata_requests": sm.get("client_metadata_requests"), "move_seconds": secs, "move_seconds_status": status,
             "summary_move_seconds": sm.get("move_seconds") if isinstance(sm.get("move_seconds"), (int, float)) else None,
             "unavailable_seconds": gaps.get(k),
             "partition_bytes": pbytes, "partition_bytes_source": psrc, "produced_bytes_before_move": produced,

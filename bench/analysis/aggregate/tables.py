@@ -76,6 +76,10 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("topic", STR), ("partition", I64), ("new_leader", I64),
         ("request_ts", F64), ("leader_change_ts", F64), ("first_ack_ts", F64), ("end_ts", F64),
         ("refused_ts", F64),  # the old owner's first refusal of writes, where its journal says (a handover)
+        # the load's producing library and what it met at the brokers while the move was unavailable
+        # to it (summary.json's moves: client_errors, client_metadata_requests)
+        ("client_library", STR), ("client_errors_json", STR), ("client_error_count", I64),
+        ("client_metadata_requests", I64),
         ("move_seconds", F64), ("move_seconds_status", STR), ("summary_move_seconds", F64),
         ("unavailable_seconds", F64),
         ("partition_bytes", F64), ("partition_bytes_source", STR), ("produced_bytes_before_move", F64),

@@ -1,0 +1,75 @@
+"""The load's producing library as a workload setting (``workload.client_library``,
+workloads/clients/): each library's driver sends through the harness's runner to a real cluster,
+every send reaches the run's history with its outcome, the verifying read-back finds every acked
+one (the checkers), and a move's errors at the brokers and the client's Metadata requests are
+counted per move. kafka-python in ``make test``; kafkajs (npm) and sarama (Debian's Go) install
+or build on first use, so they are slow."""
+from __future__ import annotations
+
+import shutil
+
+import pyarrow.compute as pc
+import pytest
+
+from bench.history.store import read_history
+
+pytestmark = pytest.mark.timeout(420)
+
+
+def scenario(library: str) -> dict:
+    return {
+        "name": f"client-{library}",
+        "system": {"kind": "shared", "brokers": 2},
+        "workload": {"topics": [{"name": "c", "partitions": 1}], "message_bytes": 1000,
+                     "produce_rate_msgs_per_s": 200, "producers": 1, "duration_s": 9, "client_library": library},
+        "actions": [{"at_s": 3, "kind": "reassign", "topic": "c", "partition": 0, "replace": 1, "by": 2}],
+    }
+
+
+def check_library(run_scenario, library: str) -> None:
+    [(run_dir, s)] = run_scenario(scenario(library))
+    c = s["checks"]
+    assert s["error"] is None and c["valid"] is True, (run_dir, s["error"], c["failed"], c["unknown"])
+    p = s["producer"]
+    assert p["client"]["library"] == library and p["client"]["version"], p["client"]
+    assert s["params"]["client_library"] == library
+    assert p["acked"] > 1000 and p["failed"] == 0, p
+    t = read_history(run_dir / "history.parquet")
+    sends = t.filter(pc.fill_null(pc.equal(t["kind"], "send"), False))
+    ok = sends.filter(pc.equal(sends["outcome"], "ok"))
+    assert ok.num_rows == p["acked"] and pc.min(ok["offset"]).as_py() is not None
+    [m] = s["moves"]
+    assert m["move_seconds"] is not None
+    # the brokers' count of what this library's producer met while the move was unavailable to it
+    assert isinstance(m["client_errors"], dict) and m["client_metadata_requests"] >= 1, m
+
+
+def test_kafka_python_produces_through_the_harness(run_scenario):
+    check_library(run_scenario, "kafka-python")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("node") is None, reason="kafkajs needs Node.js (.ci/run installs it)")
+def test_kafkajs_produces_through_the_harness(run_scenario):
+    check_library(run_scenario, "kafkajs")
+
+
+@pytest.mark.slow
+def test_sarama_produces_through_the_harness(run_scenario):
+    check_library(run_scenario, "sarama")
+
+
+def test_a_library_without_librdkafkas_features_is_refused_before_anything_runs():
+    from bench.scenario.loading import parse_scenario
+    from bench.scenario import ScenarioError
+
+    for extra, where in (({"key_distribution": "zipf"}, "key_distribution"),
+                         ({"pace_partitions": True}, "pace_partitions")):
+        sc = scenario("kafkajs")
+        sc["workload"].update(extra)
+        with pytest.raises(ScenarioError, match=where):
+            parse_scenario(sc)
+    sc = scenario("sarama")
+    sc["system"]["client"] = {"security.protocol": "SSL"}
+    with pytest.raises(ScenarioError, match="system.client"):
+        parse_scenario(sc)
