@@ -20,9 +20,11 @@ CLIENTS_NOTE = (
     "sent again), per move and by error over all moves; metadata = their Metadata requests in the same window "
     "(how often the library asked where partitions are); p99 = the produce latency's 99th percentile over "
     "the move's window (the run's worst action), median over runs; lost / duplicated = acknowledged messages the read-back "
-    "did not find / found twice, over all runs. Medians [min-max].")
+    "did not find / found twice, over all runs. A library that cannot sustain the target rate against a system "
+    "(acked msgs/s below it) measures its own backlog more than the move. Medians [min-max].")
 
-CLIENTS_HEAD = ["system", "library", "runs (checks passed)", "moves", "unavailable s", "move s", "errors per move",
+CLIENTS_HEAD = ["system", "library", "runs (checks passed)", "acked msgs/s (target)", "moves", "unavailable s", "move s",
+                "errors per move",
                 "errors by type (all moves)", "metadata per move", "p99 during ms", "lost / duplicated"]
 
 
@@ -56,7 +58,12 @@ def client_rows(moves: list[dict[str, Any]], latency: list[dict[str, Any]], runs
         lat = [max(p99[k]) for k in keys if p99.get(k)]
         lost = sum(int(r.get("lost_count") or 0) for r in rs)
         dup = sum(int(r.get("duplicated_count") or 0) for r in rs)
-        out.append([label(system), lib, f"{len(keys)} ({passed})", len(ms),
+        rates = [r["acked"] / (r["load_end"] - r["load_start"]) for r in rs
+                 if r.get("acked") is not None and r.get("load_end") is not None and r.get("load_start") is not None
+                 and r["load_end"] > r["load_start"]]
+        target = next((r.get("produce_rate_msgs_per_s") for r in rs if r.get("produce_rate_msgs_per_s")), None)
+        out.append([label(system), lib, f"{len(keys)} ({passed})",
+                    (fmt_spread(rates) if rates else MISSING) + (f" ({target:g})" if target else ""), len(ms),
                     fmt_spread([m.get("unavailable_seconds") for m in ms if m.get("unavailable_seconds") is not None]),
                     fmt_spread([m["move_seconds"] for m in ms]), fmt_spread(errs) if errs else MISSING,
                     ", ".join(f"{k} {n}" for k, n in sorted(types.items(), key=lambda kv: -kv[1])) or "none",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench.check.client_view import client_requests
 from bench.check.view import Event
 from bench.report.client_table import client_rows
+from bench.report.format import MISSING
 
 
 def line(ts: float, metadata: int, errors: dict | None = None) -> Event:
@@ -35,10 +36,12 @@ def test_the_client_table_compares_libraries_and_stays_away_without_them():
 
     moves = [move("a", "librdkafka", 0.9, '{"NOT_LEADER_OR_FOLLOWER": 2}', 2, 4),
              move("b", "sarama", 1.9, '{"NOT_LEADER_OR_FOLLOWER": 10}', 10, 9)]
-    runs = [{"run_key": "a", "valid": "pass", "lost_count": 0, "duplicated_count": 0},
+    runs = [{"run_key": "a", "valid": "pass", "lost_count": 0, "duplicated_count": 0, "acked": 2000, "load_start": 0.0,
+             "load_end": 20.0, "produce_rate_msgs_per_s": 100.0},
             {"run_key": "b", "valid": "pass", "lost_count": 0, "duplicated_count": 1}]
     latency = [{"level": "run", "scope": "all", "phase": "during", "key": "b", "p99_ms": 1800.0}]
     rows = client_rows(moves, latency, runs)
     assert [r[1] for r in rows] == ["librdkafka", "sarama"]
-    assert rows[1][2] == "1 (1)" and "NOT_LEADER_OR_FOLLOWER 10" in rows[1][7] and rows[1][-1] == "0 / 1"
+    assert rows[1][2] == "1 (1)" and "NOT_LEADER_OR_FOLLOWER 10" in rows[1][8] and rows[1][-1] == "0 / 1"
+    assert rows[0][3] == "100 (100)" and rows[1][3] == MISSING
     assert client_rows([m for m in moves if m["client_library"] == "librdkafka"], latency, runs) == []
