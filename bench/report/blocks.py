@@ -170,6 +170,12 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         **({"estimate_seconds": _median([m.get("estimate_seconds") for m in moves]),
             "estimate_error_pct": _median([m.get("estimate_error_pct") for m in moves])}
            if any("estimate_seconds" in m or "estimate_error" in m for m in moves) else {}),
+        # what the load's producers met at the brokers during each move (bench/check/client_view.py;
+        # summaries from before those counts derive as they did)
+        **({"client_errors_per_move": _median([sum(m["client_errors"].values()) for m in moves
+                                               if isinstance(m.get("client_errors"), dict)]),
+            "client_metadata_per_move": _median([m.get("client_metadata_requests") for m in moves])}
+           if any("client_errors" in m for m in moves) else {}),
     }
 
 
@@ -525,6 +531,8 @@ RUN_COLUMNS = [
     ("e2e p99 during move ms", "e2e_p99_during_move_ms", 1.0),
     ("consumer gap s", "consumer_gap_seconds", 1.0),
     ("catch-up MB/s during move", "catch_up_during_move_bytes_per_s", 1e-6),
+    ("produce errors per move", "client_errors_per_move", 1.0),
+    ("Metadata requests per move", "client_metadata_per_move", 1.0),
     ("acked msgs/s", "acked_msgs_per_s", 1.0),
     ("produce p99 ms", "produce_p99_ms", 1.0),
     ("load CPU %", "load_cpu_percent", 1.0),
