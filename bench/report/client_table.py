@@ -23,7 +23,7 @@ CLIENTS_NOTE = (
     "did not find / found twice, over all runs. A library that cannot sustain the target rate against a system "
     "(acked msgs/s below it) measures its own backlog more than the move. Medians [min-max].")
 
-CLIENTS_HEAD = ["system", "library", "runs (checks passed)", "acked msgs/s (target)", "moves", "unavailable s", "move s",
+CLIENTS_HEAD = ["system", "library", "runs (checks passed)", "acked msgs/s of target", "moves", "unavailable s", "move s",
                 "errors per move",
                 "errors by type (all moves)", "metadata per move", "p99 during ms", "lost / duplicated"]
 
@@ -63,7 +63,7 @@ def client_rows(moves: list[dict[str, Any]], latency: list[dict[str, Any]], runs
                  and r["load_end"] > r["load_start"]]
         target = next((r.get("produce_rate_msgs_per_s") for r in rs if r.get("produce_rate_msgs_per_s")), None)
         out.append([label(system), lib, f"{len(keys)} ({passed})",
-                    (fmt_spread(rates) if rates else MISSING) + (f" ({target:g})" if target else ""), len(ms),
+                    (fmt_spread(rates) if rates else MISSING) + (f" of {target:g}" if target else ""), len(ms),
                     fmt_spread([m.get("unavailable_seconds") for m in ms if m.get("unavailable_seconds") is not None]),
                     fmt_spread([m["move_seconds"] for m in ms]), fmt_spread(errs) if errs else MISSING,
                     ", ".join(f"{k} {n}" for k, n in sorted(types.items(), key=lambda kv: -kv[1])) or "none",

@@ -43,5 +43,5 @@ def test_the_client_table_compares_libraries_and_stays_away_without_them():
     rows = client_rows(moves, latency, runs)
     assert [r[1] for r in rows] == ["librdkafka", "sarama"]
     assert rows[1][2] == "1 (1)" and "NOT_LEADER_OR_FOLLOWER 10" in rows[1][8] and rows[1][-1] == "0 / 1"
-    assert rows[0][3] == "100 (100)" and rows[1][3] == MISSING
+    assert rows[0][3] == "100 of 100" and rows[1][3] == MISSING
     assert client_rows([m for m in moves if m["client_library"] == "librdkafka"], latency, runs) == []
