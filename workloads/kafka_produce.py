@@ -359,6 +359,13 @@ class KafkaProducerUser(User):
         if self.client is None or self.failed:  # drained, or it could not start / failed: the run is ending
             gevent.sleep(0.1)
             return
+        broken = self.client.broken()
+        if broken is not None:  # its process died: every later send would fail; the run ends
+            self.client.serve()  # what it had in flight becomes info
+            self._hand_over()
+            self.failed = True
+            _cli.stop_run(self.environment, f"producer {self.pname}: {broken}")
+            return
         try:
             self._tick()
         except Exception as exc:

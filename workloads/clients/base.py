@@ -70,6 +70,10 @@ class Driver:
     def close(self) -> None:
         raise NotImplementedError
 
+    def broken(self) -> str | None:
+        """Why the client can send no more (its process died), else None."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """library, version, the effective settings and (where the library exposes them) its own
         counts of retries and errors by type."""

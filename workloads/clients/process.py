@@ -158,6 +158,9 @@ class ProcessDriver(Driver):
         for done, part in pending.values():
             done(Delivery("info", part, None, None, why))
 
+    def broken(self) -> str | None:
+        return f"{self.library} driver: {self.fatal}" if self.fatal is not None and self.reader.dead else None
+
     def outstanding(self) -> int:
         return len(self.pending) + len(self.answers)
 
