@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class DriverError(Exception):
@@ -38,8 +38,8 @@ class Delivery(NamedTuple):
 Done = Callable[[Delivery], None]
 
 
-class Driver:
-    """One producer of one library. Never blocks the caller's gevent loop."""
+class Driver(Protocol):
+    """One producer of one library (librdkafka.py, process.py). Never blocks the caller's gevent loop."""
 
     library: str
 
@@ -48,27 +48,27 @@ class Driver:
         """Hand one message to the client: None, or why it refused it (never sent; ``done`` is
         then not called).
         ``partition`` -1 with a ``key``: the client's partitioner picks (librdkafka only)."""
-        raise NotImplementedError
+        ...
 
     def serve(self) -> None:
         """Run the delivery callbacks that are due (in the caller's greenlet)."""
-        raise NotImplementedError
+        ...
 
     def outstanding(self) -> int:
         """Messages handed over and not yet answered."""
-        raise NotImplementedError
+        ...
 
     def purge(self) -> None:
         """Give up every outstanding message: each still gets its ``done`` (``info``, or ``fail``
         where the library knows it was never sent)."""
-        raise NotImplementedError
+        ...
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count at the cluster (0: no such topic)."""
-        raise NotImplementedError
+        ...
 
     def close(self) -> None:
-        raise NotImplementedError
+        ...
 
     def broken(self) -> str | None:
         """Why the client can send no more (its process died), else None."""
@@ -77,7 +77,7 @@ class Driver:
     def describe(self) -> dict[str, Any]:
         """library, version, the effective settings and (where the library exposes them) its own
         counts of retries and errors by type."""
-        raise NotImplementedError
+        ...
 
 
 def value_of(msg_id: int, body: bytes, stamp: int) -> bytes:
