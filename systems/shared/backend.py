@@ -361,7 +361,9 @@ class SharedBackend(Backend):
                 except (RpcError, RpcUnavailable):
                     pass
             self._check_incarnation()
-            await asyncio.sleep(self.hb_s)
+            # Until the broker has registered there is nothing to renew; poll for it, or every
+            # partition it opens would refuse writes (NOT_LEADER) for a whole interval after start.
+            await asyncio.sleep(self.hb_s if epoch >= 0 else 0.05)
 
     def _on_lease_renewed(self) -> None:
         for p in self.parts:

@@ -63,3 +63,20 @@ def test_a_partition_moved_away_leaves_nothing_in_its_old_owners_memory(make_clu
     wait_for(after_close, 30, "broker 1's memory report after the partition left")
     m = after_close()[0]
     assert m["partitions_hosted"] == 0 and m["log_cache_bytes"] == 0 and m["block_cache_bytes"] == 0, m
+
+
+def test_a_shared_broker_takes_writes_as_soon_as_it_has_registered(make_cluster):
+    """The lease (writes only under a heartbeat the controller accepted) starts with the broker: its
+    first renewal comes right after registration, not one heartbeat interval later. Before, every
+    partition of a broker just started refused writes NOT_LEADER for up to an interval, and sarama,
+    which re-sends at once, spent its retries there. An interval of 10 s makes that window
+    unmissable; one send without retries must be acked."""
+    from confluent_kafka import Producer
+
+    from tests.support.clients import produce_all
+
+    c = make_cluster("shared", 1, broker_heartbeat_interval_ms=10000, broker_session_timeout_ms=30000)
+    create_topics(c.bootstrap, [NewTopic("first", 1, 1)])
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "retries": 0, "enable.idempotence": False,
+                  "message.timeout.ms": 5000})
+    assert len(produce_all(p, [("first", 0, None, b"m", None)], flush_timeout=10)) == 1
