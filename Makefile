@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test bench report bench-throughput bench-network bench-gate bench-gate-quick bench-gate-baseline clean
+.PHONY: venv test bench report bench-throughput bench-spark bench-network bench-gate bench-gate-quick bench-gate-baseline clean
 
 venv: $(STAMP)
 
@@ -78,6 +78,12 @@ bench-automq: $(STAMP)
 bench-projection: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_projection_bench.py --benchmark-only \
 		--benchmark-columns=median,min,max,rounds -q -s
+
+# `bench aggregate` on a 2-worker Spark standalone cluster beside local mode, on a synthetic sweep:
+# wall times of both and the same tables and model.json (issue 33). About 10 minutes.
+bench-spark: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests/benchmarks/test_spark_cluster_bench.py --benchmark-only \
+		--benchmark-columns=median,min,max,rounds --benchmark-json results/bench-spark.json -q -s
 
 # Moves, contention and the shared system's object-store bound on emulated links (issue 11's
 # figures, docs/measurements/network.md); needs root or CAP_NET_ADMIN. About 12 minutes.

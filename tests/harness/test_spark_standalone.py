@@ -1,48 +1,18 @@
 """`bench aggregate` on a Spark standalone cluster (`bench spark start`: a master and 2 workers,
 JVMs started from the installed PySpark) gives the same tables and model.json as local mode, on a
-synthetic sweep (SYNTHETIC TEST FIXTURES, tests/support/synthetic.py); every process it started is
-stopped by PID."""
+synthetic sweep (SYNTHETIC TEST FIXTURES, tests/support/synthetic.py; compared by
+tests/support/spark_compare.py); every process it started is stopped by PID."""
 from __future__ import annotations
 
 import json
-import math
 
-import pandas as pd
 import pytest
 
 from bench.analysis.aggregate.standalone import SparkCluster, start
 from systems.core.process import alive
 from tests.support.cli import bench as _bench
+from tests.support.spark_compare import assert_same_outputs
 from tests.support.synthetic import write_sweep
-
-# What may differ: how long the computation took (the aggregate's timings, the projection grid's
-# and each cluster simulation's wall time), never a result.
-TIMINGS = ("sim_seconds",)
-
-
-def _results_only(model: dict) -> dict:
-    model.pop("timings_s")
-    model["grid"].pop("seconds")
-    for r in model["rebalance"]:
-        r.pop("sim_seconds")
-    return model
-
-
-def _close(a, b, path="") -> None:
-    """Equal, floats to 1e-9 relative (a cluster may sum in another order than local mode)."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert isinstance(a, (int, float)) and isinstance(b, (int, float)), path
-        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-9, abs=1e-12), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 @pytest.mark.slow
@@ -65,14 +35,7 @@ def test_aggregate_on_a_two_worker_standalone_cluster_equals_local_mode(tmp_path
     assert stopped.returncode == 0, stopped.stderr
     assert not any(alive(p.pid, c.dir) for p in c.processes)
 
-    csvs = sorted(p.name for p in (tmp_path / "local").glob("*.csv"))
-    assert csvs and csvs == sorted(p.name for p in (tmp_path / "cluster").glob("*.csv"))
-    for name in csvs:
-        a, b = (pd.read_csv(tmp_path / d / name).drop(columns=list(TIMINGS), errors="ignore") for d in ("local", "cluster"))
-        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9, obj=name)
-    ma, mb = (_results_only(json.loads((tmp_path / d / "model.json").read_text())) for d in ("local", "cluster"))
-    _close(ma, mb, "model.json")
-    assert ma["models"]  # the comparison covers fitted models, not two empty files
+    assert_same_outputs(tmp_path / "local", tmp_path / "cluster")
 
 
 def test_spark_commands_on_no_cluster_say_so(tmp_path):
