@@ -19,11 +19,15 @@ much they missed). Per partition:
   bytes per offset of a few records sampled across them with Fetch, and of the records written
   between the samples); else the leader's local log (DescribeLogDirs reports local bytes).
 * **handover** (shared storage): the old owner uploads its un-uploaded tail and the new one opens
-  the stream: ``t = c + tail / (u x L)``, ``L`` the old owner's cap on a move's upload (its
-  profile's ``move_cap_config``, e.g. shared.move.upload.bytes.per.s, where set; else its link);
-  the protocol does not show the tail, so the estimate spans
-  tail = 0 (``seconds_low``) to what the WAL can hold before it uploads (the smaller of the upload
-  threshold and the ingest over the upload interval: ``seconds_high``), the middle as ``seconds``.
+  the stream: the new owner is elected at ``c + tail / (u x L)``, ``L`` the old owner's cap on a
+  move's upload (its profile's ``move_cap_config``, e.g. shared.move.upload.bytes.per.s, where set;
+  else its link); the producers learn of it at their next leader query and are acked one ack later
+  (the model's client part: ``client_ack_s`` is the producers' median ack latency now, where known:
+  ``--client-ack-ms``, or a run's load over the sampling window). The protocol does not show the
+  tail, so the estimate spans tail = 0 (``seconds_low``) to what the WAL can hold before it uploads
+  (the smaller of the upload threshold and the ingest over the upload interval: ``seconds_high``);
+  ``seconds`` is the middle tail's, the median time for a move requested at a random point of the
+  upload cycle (the time grows with the tail, in steps where the election crosses a leader query).
 
 Each time carries the model's band: its held-out error where the checks passed, else the checks'
 target, said as not validated. The plan's total runs the moves through the cluster simulator
@@ -240,11 +244,14 @@ class Handover:
 
 
 def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurrency: int | None = None,
-             handover: Handover | None = None, from_last_tiered: bool = False) -> dict[str, Any]:
+             handover: Handover | None = None, from_last_tiered: bool = False,
+             client_ack_s: float | None = None) -> dict[str, Any]:
     """The estimate of a plan: per partition and in total (see the module doc). ``from_last_tiered``:
     the brokers start a new replica after the last tiered offset (KIP-1023), so a tiered copy's
-    bytes are the leader's untiered tail where it has tiered any."""
-    m = src.model
+    bytes are the leader's untiered tail where it has tiered any. ``client_ack_s``: the producers'
+    median ack latency now (a model with a client part waits one such ack after the leader query;
+    None: the model's runs' own)."""
+    m = src.model.for_client(client_ack_s)
     copies = m.kind.copies
     if not copies and handover is None:
         raise EstimateError(f"{src.system}: the brokers' WAL settings (wal.upload.threshold.bytes, "
@@ -294,6 +301,7 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
     total = _total(rows, sims, caps, m, copies, concurrency)
     return {
         "system": src.system, "family": m.family,
+        "client_ack_seconds": client_ack_s if m.client_ack_s is not None else None,
         "model": {"source": src.path, "formula": m.formula(), "commit": src.version, "n": m.n,
                   "validated": src.validated, "error_pct": src.error_pct, "band_pct": src.band_pct,
                   "why_not_validated": src.why_not_validated, "calibrated": src.calibration is not None,
@@ -401,12 +409,13 @@ def broker_rates(admin, brokers: set[int], key: str = mp.THROTTLE_KEYS[0]) -> di
 def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSample, *, throttle: float | None = None,
                      link_bytes_per_s: float | None = None, concurrency: int | None = None,
                      model: str | Path | None = None, system: str | None = None,
-                     search: tuple[Path, ...] | None = None, source: ModelSource | None = None) -> dict[str, Any]:
+                     search: tuple[Path, ...] | None = None, source: ModelSource | None = None,
+                     client_ack_s: float | None = None) -> dict[str, Any]:
     """The estimate of ``plan`` from two samples: the system from the brokers' configs unless named,
     the throttle each broker has unless one is given (what --execute would set), the model from
     ``model`` or the first of ``search`` that has one (default :data:`MODEL_PATHS`),
-    or ``source``, one loaded before (a ModelSource of the system). Raises EstimateError when no
-    estimate can be made."""
+    or ``source``, one loaded before (a ModelSource of the system); ``client_ack_s`` as
+    :func:`estimate` takes it. Raises EstimateError when no estimate can be made."""
     facts = facts_between(plan, first, second)
     configs = mp.broker_configs(admin)
     name = system or mp.system_of(configs)
@@ -421,7 +430,7 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
         handover = Handover(float(configs["wal.upload.threshold.bytes"]),
                             float(configs.get("wal.upload.interval.ms") or 0) / 1000)
     e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover,
-                 from_last_tiered=str(configs.get(KIP_1023_KEY, "false")).lower() == "true")
+                 from_last_tiered=str(configs.get(KIP_1023_KEY, "false")).lower() == "true", client_ack_s=client_ack_s)
     e["detected_system"] = system is None
     e["sample_seconds"] = round(second.ts - first.ts, 3)
     return e
@@ -437,13 +446,15 @@ class RunModels:
         self._sources: dict[str, ModelSource] = {}
 
     def __call__(self, admin, plan: list[dict], first: LogSample, second: LogSample, *, system: str | None,
-                 link_bytes_per_s: float | None, concurrency: int | None) -> dict[str, Any]:
+                 link_bytes_per_s: float | None, concurrency: int | None,
+                 client_ack_s: float | None = None) -> dict[str, Any]:
         name = system or mp.system_of(mp.broker_configs(admin))  # an external cluster: from its configs
         if name not in self._sources:
             cal = calibrated_model(admin) if system is None else None  # an external cluster's own model first
             self._sources[name] = load_model(name, None, ((cal,) if cal else ()) + self.search)
         return cluster_estimate(admin, plan, first, second, link_bytes_per_s=link_bytes_per_s,
-                                concurrency=concurrency, system=name, source=self._sources[name])
+                                concurrency=concurrency, system=name, source=self._sources[name],
+                                client_ack_s=client_ack_s)
 
 
 def render(e: dict[str, Any]) -> str:

@@ -45,9 +45,10 @@ clock). Shape::
                       overlapping [request_ts, request_ts + move_seconds], see
                       bench.check.moves.move_link_fill),
               estimate_seconds, estimate_seconds_low, estimate_seconds_high, estimate_feasible,
-              estimate_action_seconds, estimate_model, estimate_model_commit, estimate_error_pct
-              (what the run estimated before the request, bench/run/move_estimate.py; absent when it
-              made none, estimate_error: why it could not)}],
+              estimate_action_seconds, estimate_model, estimate_model_commit, estimate_error_pct,
+              estimate_client_ack_seconds (what the run estimated before the request,
+              bench/run/move_estimate.py; absent when it made none, estimate_error: why it could
+              not)}],
      producer: {sent, acked, failed, info, rate_msgs_per_s, throughput_mb_per_s,
                 target_rate_msgs_per_s, load_seconds, latency_ms: {p50, p99, p999, max},
                 load_cpu_s_per_1000_msgs (the load process's CPU s per 1,000 acked messages),

@@ -1,6 +1,6 @@
 """`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
 
-  --estimate [--throttle B/S | --link RATE] [--concurrency N] [--json]
+  --estimate [--throttle B/S | --link RATE] [--concurrency N] [--client-ack-ms MS] [--json]
                                                       before executing: each move's time with
                                                       its error band, bytes, and whether it can
                                                       finish under the ingest measured now
@@ -369,7 +369,7 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
 
 def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: str | None, concurrency: int | None,
              model: str | None, system: str | None, sample_s: float, as_json: bool, out=sys.stdout,
-             record: Path | None = None) -> int:
+             record: Path | None = None, client_ack_s: float | None = None) -> int:
     """--estimate: what the plan will take, printed before anything runs: the cluster's logs sampled
     twice ``sample_s`` apart (bench/run/move_estimate.py), then the estimate
     (bench/analysis/estimate.py): the code path a run's estimates take. Imported here: the models'
@@ -390,7 +390,7 @@ def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: st
         second = me.sample_logs(admin, topics)
         e = est.cluster_estimate(admin, plan, first, second, throttle=throttle,
                                 link_bytes_per_s=rate_bits(link) / 8 if link else None,
-                                concurrency=concurrency, model=model, system=system)
+                                concurrency=concurrency, model=model, system=system, client_ack_s=client_ack_s)
     except est.EstimateError as exc:
         print(f"error: --estimate: {exc}", file=sys.stderr)
         return 1
@@ -505,9 +505,13 @@ def run(args) -> int:
                     rate_bits(args.link)
                 except ValueError as e:
                     raise PlanError(f"--link: {e}") from None
+            if args.client_ack_ms is not None and not 0 < args.client_ack_ms < 600_000:
+                raise PlanError("--client-ack-ms must be a positive number of milliseconds (the producers' "
+                                "median ack latency now)")
             return estimate(args.bootstrap_server, plan, throttle=args.throttle, link=args.link,
                             concurrency=args.concurrency, model=args.model, system=args.system,
                             sample_s=args.window, as_json=args.json,
+                            client_ack_s=args.client_ack_ms / 1000 if args.client_ack_ms is not None else None,
                             record=estimate_record(args.reassignment_json_file))
         if verb == "verify":
             return verify(args.bootstrap_server, plan, window_s=args.window,
@@ -552,6 +556,10 @@ def add_parser(sub) -> None:
     p.add_argument("--concurrency", type=int, metavar="N",
                    help="with --estimate: at most N moves per broker at once, as Cruise Control's executor "
                         "(default: all at once, as --execute submits them)")
+    p.add_argument("--client-ack-ms", type=float, metavar="MS",
+                   help="with --estimate: the producers' median ack latency now (their request latency); a "
+                        "shared-storage handover ends one such ack after the clients find the new owner "
+                        "(default: the model's runs' own)")
     p.add_argument("--model", metavar="model.json",
                    help="with --estimate: the move-time model (default: results/aggregate/model.json, else the "
                         "repository's bundled one)")

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from bench.run import move_progress as mp
@@ -200,7 +201,8 @@ class EstimateFn(Protocol):
     """bench/analysis/estimate.py's RunModels: the estimate of ``plan`` from two samples."""
 
     def __call__(self, admin, plan: list[dict], first: LogSample, second: LogSample, *, system: str | None,
-                 link_bytes_per_s: float | None, concurrency: int | None) -> dict[str, Any]: ...
+                 link_bytes_per_s: float | None, concurrency: int | None,
+                 client_ack_s: float | None = None) -> dict[str, Any]: ...
 
 
 class RunEstimator:
@@ -210,8 +212,12 @@ class RunEstimator:
     ``estimate`` turns them into the move's estimate when the move is planned."""
 
     def __init__(self, estimate_fn: EstimateFn, admin_factory, topics: set[str], system: str | None,
-                 link_bytes_per_s: float | None) -> None:
+                 link_bytes_per_s: float | None,
+                 client_ack: Callable[[float, float], float | None] | None = None) -> None:
         self._fn = estimate_fn
+        # the load's median ack latency (s) between two times: what an operator reads off the
+        # producers' request latency before --estimate (None: not known)
+        self._client_ack = client_ack
         self._factory = admin_factory
         self._admin = None
         self.topics, self.system, self.link = topics, system, link_bytes_per_s
@@ -265,9 +271,10 @@ class RunEstimator:
                     second = got[1]
                     if time.time() - second.ts > FRESH_S:
                         second = sample_logs(self.admin(), self.topics)
+                    ack = self._client_ack(got[0].ts, second.ts) if self._client_ack is not None else None
                     out["e"] = self._fn(self.admin(), [{"topic": t, "partition": p, "replicas": to} for t, p, to in plan],
                                         got[0], second, system=self.system, link_bytes_per_s=self.link,
-                                        concurrency=concurrency)
+                                        concurrency=concurrency, client_ack_s=ack)
             except Exception as exc:  # noqa: BLE001 - no model for the system, no cap: said in the event
                 out["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -283,7 +290,7 @@ class RunEstimator:
                 "size_bytes", "ingest_bytes_per_s", "cap_bytes_per_s")
         return {"partitions": [{k: r.get(k) for k in keep} for r in e["partitions"]],
                 "total_seconds": e["total_seconds"], "feasible": e["feasible"], "model": e["model"],
-                "sample_seconds": e["sample_seconds"]}
+                "sample_seconds": e["sample_seconds"], "client_ack_seconds": e.get("client_ack_seconds")}
 
     def close(self) -> None:
         if self._admin is not None:

@@ -337,7 +337,7 @@ class Run:
             self.estimator = RunEstimator(
                 self.estimates, lambda: clients.admin(self.cluster.bootstrap, sc.system.client, "bench-estimate"),
                 {t for t, _ in sc.partitions()}, sc.system.kind if sc.profile.launched else None,
-                rate_bits(link) / 8 if link else None)
+                rate_bits(link) / 8 if link else None, self.state.ack_between)
         self.thread(run_timeline, "timeline", self, t_zero)
         self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
         if self.cluster.network is not None:
@@ -554,6 +554,9 @@ class Run:
                 started.set()
             elif ev == "progress":
                 self.state.load = msg
+                if isinstance(msg.get("p50_ms"), (int, float)):
+                    with self.state.lock:
+                        self.state.load_acks.append((float(msg["ts"]), float(msg["p50_ms"])))
             elif ev == "error":
                 self.state.load_error = str(msg.get("error"))
             elif ev in ("workers", "worker_lost"):  # the load's Locust workers (load.workers)

@@ -12,12 +12,12 @@ MB = 1e6
 
 
 def model_json(tmp_path, *, validated=True, family="copy", system="replication", fixed=0.2, eff=1.0,
-                impact=True):
+                impact=True, **extra):
     d = tmp_path / "agg"
     d.mkdir(exist_ok=True)
     row = {"system": system, "family": family, "fixed_s": fixed, "fixed_se": 0.01, "efficiency": eff,
            "efficiency_se": 0.01, "efficiency_fitted": True, "n": 6, "runs": "a/r1", "version": "abc1234",
-           "domain": "{}", "open_per_object_s": 0.0}
+           "domain": "{}", "open_per_object_s": 0.0, **extra}
     (d / "model.json").write_text(json.dumps({
         "models": {system: row},
         "validity": {system: {"validated": validated, "error_pct": -4.0 if validated else None,
@@ -86,6 +86,25 @@ def test_a_handover_spans_an_empty_tail_to_a_full_one(tmp_path):
     assert p["seconds_low"] < p["seconds"] < p["seconds_high"] and p["bytes_to"] == "object storage"
 
 
+def test_a_handovers_estimate_waits_one_ack_of_the_producers_now(tmp_path):
+    """A handover model with a client part: the election, then the producers' next leader query,
+    then one ack of theirs; an estimate told the producers' ack latency now (--client-ack-ms, a
+    run's load) waits that ack instead of the model's runs' own, one for one, and says so."""
+    from bench.analysis.model import leader_query_at
+
+    src = est.load_model("shared", model_json(tmp_path, family="handover", system="shared", eff=1.0,
+                                              client_start_s=0.01, client_ack_s=0.12, client_ack_ref_s=0.1))
+    ho = est.Handover(upload_threshold_bytes=5 * 2**20, upload_interval_s=10)
+    own = est.estimate([_facts(ingest=0.8 * MB)], src, est.Caps({1: 6.25 * MB}), handover=ho)
+    slow = est.estimate([_facts(ingest=0.8 * MB)], src, est.Caps({1: 6.25 * MB}), handover=ho, client_ack_s=0.3)
+    (p,), (q,) = own["partitions"], slow["partitions"]
+    elect = 0.2 + 5 * 2**20 / 2 / (6.25 * MB)  # the middle tail (the threshold's half) at the move cap
+    assert p["seconds"] == pytest.approx(leader_query_at(elect, 0.01) + 0.12)
+    assert q["seconds"] == pytest.approx(p["seconds"] + 0.2) and q["seconds_high"] > p["seconds_high"]
+    assert own["client_ack_seconds"] is None and slow["client_ack_seconds"] == 0.3
+    assert "at acks of 0.3 s" in est.render(slow)
+
+
 def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(tmp_path):
     src = est.load_model("replication", model_json(tmp_path, validated=False, impact=False))
     assert not src.validated and src.band_pct == 15.0 and "size check" in src.why_not_validated
@@ -143,15 +162,23 @@ def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting
     monkeypatch.setattr(me, "RUN_WAIT_S", 0.3)
     calls = []
 
-    def fn(admin, plan, first, second, *, system, link_bytes_per_s, concurrency):
-        calls.append((first.ts, second.ts))
+    def fn(admin, plan, first, second, *, system, link_bytes_per_s, concurrency, client_ack_s=None):
+        calls.append((first.ts, second.ts, client_ack_s))
         return {"partitions": [{"topic": "t", "partition": 0, "seconds": 1.0}], "total_seconds": 1.0,
                 "feasible": True, "model": {}, "sample_seconds": second.ts - first.ts}
 
-    r = me.RunEstimator(fn, lambda: object(), {"t"}, "replication", None)
+    windows = []
+
+    def acks(t0, t1):  # the load's median ack over the sampling window
+        windows.append((t0, t1))
+        return 0.26
+
+    r = me.RunEstimator(fn, lambda: object(), {"t"}, "replication", None, acks)
     r.prepare(0, time.time() + 0.1)
     time.sleep(0.2)
     assert r.estimate(0, [("t", 0, [2])], None)["total_seconds"] == 1.0 and len(samples) == 2
+    assert calls[-1] == pytest.approx((samples[0], samples[1], 0.26))
+    assert windows == [pytest.approx(calls[-1][:2])]  # the window the samples span
     r.prepare(1, time.time())
     time.sleep(1.3)  # the move waited for earlier moves: its second sample is stale
     assert "error" not in r.estimate(1, [("t", 0, [2])], None) and len(samples) == 5

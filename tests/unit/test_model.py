@@ -505,16 +505,33 @@ def test_handover_fit_takes_the_clients_part_from_its_leader_queries():
     assert blind.client_start_s is None and not blind.formula().startswith("t = Q(")
 
 
-def test_handover_fit_keeps_a_constant_lag_where_the_queries_explain_nothing_more():
-    """Moves whose first ack follows their election by a constant (a client without the leader
-    query steps) keep the median lag in c: the schedule is taken only where it evens the acks."""
+def test_handover_client_part_waits_one_ack_of_the_load_now():
+    """The retried batch after the leader query is acked like any other: moves whose first ack
+    comes their own load's median ack (measured before each) after the query give that ack's
+    median as the fit's reference, and a model for a load acked slower (for_client) predicts that
+    much later, one for one. An election just past the ~0.3 s query waits for the ~0.7 s one: the
+    step a constant lag after the election cannot show. A model without a client part (no
+    refusals measured) is the same for any load."""
     from dataclasses import replace
 
     pts = []
-    for s, tail, n in ((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)):
-        p = shared_pt(s, tail, objects=n, c=0.2, u=0.9)
-        pts.append(replace(p, elect_seconds=p.move_seconds - 0.002 * n, move_seconds=p.move_seconds + 0.25,
-                           refuse_seconds=0.06))
+    for (s, tail, n), ack in zip(((1 * MiB, 0.5e6, 1), (8 * MiB, 3e6, 2), (32 * MiB, 1.5e6, 5), (64 * MiB, 6e6, 9)),
+                                 (0.08, 0.10, 0.12, 0.15)):
+        p = shared_pt(s, tail, objects=n, c=0.05, u=0.9)
+        elect = p.move_seconds - 0.002 * n
+        pts.append(replace(p, elect_seconds=elect, refuse_seconds=0.01, ack_before_s=ack,
+                           move_seconds=mdl.leader_query_at(elect, 0.01) + ack + 0.01 + 0.002 * n))
     m = fit_model(pts, "shared")
-    assert m.client_start_s is None and m.client_ack_s is None
-    assert m.fixed_s == pytest.approx(0.45, abs=1e-3) and not m.formula().startswith("t = Q(")
+    assert m.client_ack_ref_s == pytest.approx(0.11) and m.client_ack_s == pytest.approx(0.12, abs=1e-6)
+    assert "at acks of 0.11 s" in m.formula()
+    base = m.predict(16 * MiB, 12.5e6, 0, 1e6, 3)
+    slow = m.for_client(0.26)
+    assert slow.client_ack_ref_s == 0.26 and slow.predict(16 * MiB, 12.5e6, 0, 1e6, 3) == pytest.approx(base + 0.15)
+    assert m.for_client(None) is m
+    assert mdl.MoveModel.from_row(slow.to_row()).predict(16 * MiB, 12.5e6, 0, 1e6, 3) == \
+        pytest.approx(base + 0.15)
+    # elected at 0.05 + tail / (0.9 x 12.5 MB/s): 0.25 s, before the third query (~0.31 s), and 0.40 s, after it
+    early, late = (m.predict(16 * MiB, 12.5e6, 0, (e - 0.05) * 0.9 * 12.5e6, 0) for e in (0.25, 0.40))
+    assert late - early > 0.3
+    blind = fit_model([replace(p, refuse_seconds=None) for p in pts], "shared")
+    assert blind.client_start_s is None and blind.for_client(0.5) is blind

@@ -186,3 +186,14 @@ def test_a_move_is_sampled_a_window_before_its_time_and_estimated_before_its_req
     (est,) = [d for e, d in run.events if e == "move_estimate"]
     assert est["action_id"] == 0 and est["total_seconds"] == 2.0
     assert ("estimate", 0, [("a", 0, [2])], None) in run.estimator.calls
+
+
+def test_the_loads_ack_latency_before_a_move_is_the_median_of_its_progress_lines_in_the_window():
+    """RunState.ack_between (a run's estimates: the producers' ack latency now): the median of the
+    load's progress lines' medians inside the window, in seconds; None without any."""
+    st = RunState("r", _scenario(5))
+    assert st.ack_between(0, 1e12) is None
+    for ts, p50 in ((10.0, 100.0), (10.5, 300.0), (11.0, 200.0), (20.0, 900.0)):
+        st.load_acks.append((ts, p50))
+    assert st.ack_between(10.0, 11.0) == pytest.approx(0.2)  # the line at 20 s is outside
+    assert st.ack_between(12.0, 19.0) is None

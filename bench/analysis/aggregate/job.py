@@ -149,7 +149,7 @@ def compute(spark, runs: list[StoredRun], qmode: str, accuracy: int, warnings: l
     for r in runs:
         r.summary = upgrade_summary(r.summary, r.view, written_during=lambda m, r=r: per_tp.get(
             (r.idx, str(m.get("action_id")), m.get("topic"), m.get("partition")), {}).get("produced_during"))
-    moves = rows.move_rows(runs, plan.moves, per_tp, gaps, plan.bytes_by_action)
+    moves = rows.move_rows(runs, plan.moves, per_tp, gaps, plan.bytes_by_action, latency_rows)
     return {"runs": rows.run_rows(runs, moves, gaps, run_gaps), "moves": moves,
             "outages": rows.outage_rows(plan.faults, per_tp), "latency": latency_rows, "errors": errors,
             "phases": plan.phases, "move_progress": plan.progress, "timeline": timeline_rows,

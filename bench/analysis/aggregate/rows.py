@@ -149,7 +149,10 @@ def sender_ingest(r: Any, m: dict[str, Any], timeline: tuple | None) -> float | 
     return float(sum(r.scenario.nominal_ingest_of(t) or 0.0 for (t, _), b in leaders.items() if b == sender))
 
 
-def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[str, Any]]:
+def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action, latency=()) -> list[dict[str, Any]]:
+    # the moved partitions' median ack before each action (the latency table's run rows)
+    acks_before = {(x["key"], str(x["action_id"])): x["p50_ms"] for x in latency
+                   if x["level"] == "run" and x["scope"] == "partitions" and x["phase"] == "before"}
     by_idx = {r.idx: r for r in runs}
     of_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for m in move_keys:
@@ -260,6 +263,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action) -> list[dict[s
             "estimate_seconds_high": sm.get("estimate_seconds_high"),
             "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs) if single else None,
             "estimate_model_commit": sm.get("estimate_model_commit"),
+            "ack_p50_before_ms": acks_before.get((r.run_key, m["action_id"])),
             # its object-store requests by kind (null: not journaled; older summaries)
             **{f"objstore_{k}_requests": (sm.get("objstore_requests") or {}).get(k) for k in OBJSTORE_REQUEST_KINDS},
         })

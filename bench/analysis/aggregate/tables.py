@@ -103,6 +103,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # move_seconds, + long / - short; the commit of the model it used (from earlier runs).
         ("estimate_seconds", F64), ("estimate_seconds_low", F64), ("estimate_seconds_high", F64),
         ("estimate_error_pct", F64), ("estimate_model_commit", STR),
+        # The load's median ack latency on the moved partitions before the request (the latency
+        # table's phase before): the handover model's client part moves with it.
+        ("ack_p50_before_ms", F64),
         # What the move asked of the object store (its close and open), by request kind: what
         # bench/analysis/cost.py prices.
         *[(f"objstore_{k}_requests", I64) for k in OBJSTORE_REQUEST_KINDS],
@@ -195,7 +198,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("untiered", STR),  # tiered copy: the untiered tail's measured relation (JSON), empty: not measured
         # handover: the client's part (its leader queries' origin, the ack after the one that names
         # the new leader), empty: a median client lag is in fixed_s
-        ("client_start_s", F64), ("client_ack_s", F64),
+        ("client_start_s", F64), ("client_ack_s", F64), ("client_ack_ref_s", F64),
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
         # the moves of its kind left out because the host was saturated, and those kept unknown
         # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words

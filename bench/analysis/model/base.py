@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -109,6 +109,8 @@ class MovePoint:
     link_demand: float | None = None
     # request -> the old owner's first refusal of writes (a handover's close start; None: not journaled)
     refuse_seconds: float | None = None
+    # the load's median ack latency on the moved partition before the request (None: not measured)
+    ack_before_s: float | None = None
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
@@ -240,6 +242,18 @@ class MoveModel:
     # client lag is part of ``fixed_s`` instead.
     client_start_s: float | None = None  # request -> the old owner's first refusal (the queries' origin)
     client_ack_s: float | None = None  # the query that names the new leader -> the first ack
+    # the fit's loads' median ack latency before their moves (what client_ack_s holds one of; None:
+    # not measured): a load acked slower or faster waits that much longer or shorter (for_client)
+    client_ack_ref_s: float | None = None
+
+    def for_client(self, ack_s: float | None) -> MoveModel:
+        """The model for a load whose median ack latency is ``ack_s`` now (None: the fit's own):
+        the retried batch after the leader query is acked like any other, so the client's part
+        moves with the ack latency one for one. A model without a client part is unchanged."""
+        if ack_s is None or self.client_ack_s is None or self.client_ack_ref_s is None:
+            return self
+        return replace(self, client_ack_s=max(0.0, self.client_ack_s - self.client_ack_ref_s + float(ack_s)),
+                       client_ack_ref_s=float(ack_s))
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:

@@ -61,7 +61,8 @@ def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[Mo
 
 def predict_point(m: MoveModel, p: MovePoint) -> float:
     """A model's prediction of one measured move from its inputs at the request."""
-    return m.predict(m.kind.bytes_of(p), p.cap_bytes_per_s, nominal_ingest(p), p.tail_bytes, p.objects)
+    return m.for_client(p.ack_before_s).predict(m.kind.bytes_of(p), p.cap_bytes_per_s, nominal_ingest(p),
+                                                p.tail_bytes, p.objects)
 
 
 def _axis_label(axis: str, v: float) -> str:
