@@ -23,7 +23,8 @@ much they missed). Per partition:
   move's upload (its profile's ``move_cap_config``, e.g. shared.move.upload.bytes.per.s, where set;
   else its link); the producers learn of it at their next leader query and are acked one ack later
   (the model's client part: ``client_ack_s`` is the producers' median ack latency now, where known:
-  ``--client-ack-ms``, or a run's load over the sampling window). The protocol does not show the
+  ``--client-ack-ms``, or a run's load over the sampling window; with several producers writing
+  the partition, ``--producers`` or a run's scenario, the earliest of their queries). The protocol does not show the
   tail, so the estimate spans tail = 0 (``seconds_low``) to what the WAL can hold before it uploads
   (the smaller of the upload threshold and the ingest over the upload interval: ``seconds_high``);
   ``seconds`` is the middle tail's, the median time for a move requested at a random point of the
@@ -107,6 +108,8 @@ class PartitionFacts:
     # tiered storage: the leader's bytes after its last tiered offset, what a KIP-1023 replica
     # copies (None: nothing tiered, or no tiered storage)
     untiered_bytes: float | None = None
+    # records written per second between the samples (the leader's end offset; 0: unknown)
+    records_per_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -245,12 +248,14 @@ class Handover:
 
 def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurrency: int | None = None,
              handover: Handover | None = None, from_last_tiered: bool = False,
-             client_ack_s: float | None = None) -> dict[str, Any]:
+             client_ack_s: float | None = None, producers: int | dict[str, int] | None = None) -> dict[str, Any]:
     """The estimate of a plan: per partition and in total (see the module doc). ``from_last_tiered``:
     the brokers start a new replica after the last tiered offset (KIP-1023), so a tiered copy's
     bytes are the leader's untiered tail where it has tiered any. ``client_ack_s``: the producers'
     median ack latency now (a model with a client part waits one such ack after the leader query;
-    None: the model's runs' own)."""
+    None: the model's runs' own). ``producers``: the producer clients writing to each partition (one
+    number, or one per topic; None: one, the latest a handover is seen): each queries the leader on
+    its own schedule, one's sends to the partition its records per second over them apart."""
     m = src.model.for_client(client_ack_s)
     copies = m.kind.copies
     if not copies and handover is None:
@@ -287,10 +292,13 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
                 sims.append(SimMove(f"{f.name}:{new}", f.leader, new, b, f.ingest_bytes_per_s, m.fixed_s))
         else:
             hi_tail = handover.tail_high(f)
-            mid = m.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
+            k = producers.get(f.topic) if isinstance(producers, dict) else producers
+            mk = m.for_client(None, k, k / f.records_per_s if k and f.records_per_s > 0 else 0.0) if k else m
+            mid = mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
             ok = m.efficiency * cap > f.ingest_bytes_per_s  # the WAL's uploads keep up with the ingest
-            row.update(seconds=mid, seconds_low=m.predict(f.size_bytes, cap, 0.0, tail_bytes=0.0) * (1 - band),
-                       seconds_high=m.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail) * (1 + band),
+            row.update(seconds=mid, seconds_low=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=0.0) * (1 - band),
+                       seconds_high=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail) * (1 + band),
+                       producers=k or 1,
                        bytes=hi_tail / 2, bytes_high=hi_tail, feasible=ok, bytes_to="object storage")
             if not ok:
                 row["why"] = (f"not gaining: ingest {f.ingest_bytes_per_s / 1e6:.3g} MB/s >= the upload rate "
@@ -357,8 +365,11 @@ def facts_between(plan: list[dict], first: LogSample, second: LogSample) -> list
                 start, end = second.offsets[tp]
                 per_offset = size / (end - start) if end > start else 0.0
                 ingest = max(0.0, (end - first.offsets[tp][1]) / dt * per_offset)
+        records = 0.0
+        if first.leaders.get(tp) == leader and tp in first.offsets and tp in second.offsets and dt > 0:
+            records = max(0.0, (second.offsets[tp][1] - first.offsets[tp][1]) / dt)
         out.append(PartitionFacts(tp[0], tp[1], list(second.replicas[tp]), list(p["replicas"]), leader, size, ingest,
-                                  untiered_of(tp, size, first, second)))
+                                  untiered_of(tp, size, first, second), records))
     return out
 
 
@@ -410,12 +421,13 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
                      link_bytes_per_s: float | None = None, concurrency: int | None = None,
                      model: str | Path | None = None, system: str | None = None,
                      search: tuple[Path, ...] | None = None, source: ModelSource | None = None,
-                     client_ack_s: float | None = None) -> dict[str, Any]:
+                     client_ack_s: float | None = None, producers: int | dict[str, int] | None = None
+                     ) -> dict[str, Any]:
     """The estimate of ``plan`` from two samples: the system from the brokers' configs unless named,
     the throttle each broker has unless one is given (what --execute would set), the model from
     ``model`` or the first of ``search`` that has one (default :data:`MODEL_PATHS`),
-    or ``source``, one loaded before (a ModelSource of the system); ``client_ack_s`` as
-    :func:`estimate` takes it. Raises EstimateError when no estimate can be made."""
+    or ``source``, one loaded before (a ModelSource of the system); ``client_ack_s`` and
+    ``producers`` as :func:`estimate` takes them. Raises EstimateError when no estimate can be made."""
     facts = facts_between(plan, first, second)
     configs = mp.broker_configs(admin)
     name = system or mp.system_of(configs)
@@ -430,7 +442,8 @@ def cluster_estimate(admin, plan: list[dict], first: LogSample, second: LogSampl
         handover = Handover(float(configs["wal.upload.threshold.bytes"]),
                             float(configs.get("wal.upload.interval.ms") or 0) / 1000)
     e = estimate(facts, src, Caps(rates, link_bytes_per_s), concurrency, handover,
-                 from_last_tiered=str(configs.get(KIP_1023_KEY, "false")).lower() == "true", client_ack_s=client_ack_s)
+                 from_last_tiered=str(configs.get(KIP_1023_KEY, "false")).lower() == "true", client_ack_s=client_ack_s,
+                 producers=producers)
     e["detected_system"] = system is None
     e["sample_seconds"] = round(second.ts - first.ts, 3)
     return e
@@ -447,14 +460,14 @@ class RunModels:
 
     def __call__(self, admin, plan: list[dict], first: LogSample, second: LogSample, *, system: str | None,
                  link_bytes_per_s: float | None, concurrency: int | None,
-                 client_ack_s: float | None = None) -> dict[str, Any]:
+                 client_ack_s: float | None = None, producers: dict[str, int] | None = None) -> dict[str, Any]:
         name = system or mp.system_of(mp.broker_configs(admin))  # an external cluster: from its configs
         if name not in self._sources:
             cal = calibrated_model(admin) if system is None else None  # an external cluster's own model first
             self._sources[name] = load_model(name, None, ((cal,) if cal else ()) + self.search)
         return cluster_estimate(admin, plan, first, second, link_bytes_per_s=link_bytes_per_s,
                                 concurrency=concurrency, system=name, source=self._sources[name],
-                                client_ack_s=client_ack_s)
+                                client_ack_s=client_ack_s, producers=producers)
 
 
 def render(e: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """`python -m bench reassign`: kafka-reassign-partitions' verbs and plan format.
 
-  --estimate [--throttle B/S | --link RATE] [--concurrency N] [--client-ack-ms MS] [--json]
+  --estimate [--throttle B/S | --link RATE] [--concurrency N] [--client-ack-ms MS] [--producers N] [--json]
                                                       before executing: each move's time with
                                                       its error band, bytes, and whether it can
                                                       finish under the ingest measured now
@@ -369,7 +369,7 @@ def verify(bootstrap: str, plan: list[dict], out=sys.stdout, window_s: float = 3
 
 def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: str | None, concurrency: int | None,
              model: str | None, system: str | None, sample_s: float, as_json: bool, out=sys.stdout,
-             record: Path | None = None, client_ack_s: float | None = None) -> int:
+             record: Path | None = None, client_ack_s: float | None = None, producers: int | None = None) -> int:
     """--estimate: what the plan will take, printed before anything runs: the cluster's logs sampled
     twice ``sample_s`` apart (bench/run/move_estimate.py), then the estimate
     (bench/analysis/estimate.py): the code path a run's estimates take. Imported here: the models'
@@ -390,7 +390,8 @@ def estimate(bootstrap: str, plan: list[dict], *, throttle: int | None, link: st
         second = me.sample_logs(admin, topics)
         e = est.cluster_estimate(admin, plan, first, second, throttle=throttle,
                                 link_bytes_per_s=rate_bits(link) / 8 if link else None,
-                                concurrency=concurrency, model=model, system=system, client_ack_s=client_ack_s)
+                                concurrency=concurrency, model=model, system=system, client_ack_s=client_ack_s,
+                                producers=producers)
     except est.EstimateError as exc:
         print(f"error: --estimate: {exc}", file=sys.stderr)
         return 1
@@ -505,6 +506,8 @@ def run(args) -> int:
                     rate_bits(args.link)
                 except ValueError as e:
                     raise PlanError(f"--link: {e}") from None
+            if args.producers is not None and args.producers < 1:
+                raise PlanError("--producers must be at least 1 (the producer clients writing to each partition)")
             if args.client_ack_ms is not None and not 0 < args.client_ack_ms < 600_000:
                 raise PlanError("--client-ack-ms must be a positive number of milliseconds (the producers' "
                                 "median ack latency now)")
@@ -512,6 +515,7 @@ def run(args) -> int:
                             concurrency=args.concurrency, model=args.model, system=args.system,
                             sample_s=args.window, as_json=args.json,
                             client_ack_s=args.client_ack_ms / 1000 if args.client_ack_ms is not None else None,
+                            producers=args.producers,
                             record=estimate_record(args.reassignment_json_file))
         if verb == "verify":
             return verify(args.bootstrap_server, plan, window_s=args.window,
@@ -560,6 +564,10 @@ def add_parser(sub) -> None:
                    help="with --estimate: the producers' median ack latency now (their request latency); a "
                         "shared-storage handover ends one such ack after the clients find the new owner "
                         "(default: the model's runs' own)")
+    p.add_argument("--producers", type=int, metavar="N",
+                   help="with --estimate: the producer clients writing to each partition; each finds a moved "
+                        "partition's new owner on its own retry schedule, so more find it sooner (default: 1, "
+                        "the latest)")
     p.add_argument("--model", metavar="model.json",
                    help="with --estimate: the move-time model (default: results/aggregate/model.json, else the "
                         "repository's bundled one)")

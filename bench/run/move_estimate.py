@@ -202,7 +202,7 @@ class EstimateFn(Protocol):
 
     def __call__(self, admin, plan: list[dict], first: LogSample, second: LogSample, *, system: str | None,
                  link_bytes_per_s: float | None, concurrency: int | None,
-                 client_ack_s: float | None = None) -> dict[str, Any]: ...
+                 client_ack_s: float | None = None, producers: dict[str, int] | None = None) -> dict[str, Any]: ...
 
 
 class RunEstimator:
@@ -213,11 +213,13 @@ class RunEstimator:
 
     def __init__(self, estimate_fn: EstimateFn, admin_factory, topics: set[str], system: str | None,
                  link_bytes_per_s: float | None,
-                 client_ack: Callable[[float, float], float | None] | None = None) -> None:
+                 client_ack: Callable[[float, float], float | None] | None = None,
+                 producers: dict[str, int] | None = None) -> None:
         self._fn = estimate_fn
         # the load's median ack latency (s) between two times: what an operator reads off the
         # producers' request latency before --estimate (None: not known)
         self._client_ack = client_ack
+        self.producers = producers  # the load's producer clients writing to each partition, per topic
         self._factory = admin_factory
         self._admin = None
         self.topics, self.system, self.link = topics, system, link_bytes_per_s
@@ -274,7 +276,7 @@ class RunEstimator:
                     ack = self._client_ack(got[0].ts, second.ts) if self._client_ack is not None else None
                     out["e"] = self._fn(self.admin(), [{"topic": t, "partition": p, "replicas": to} for t, p, to in plan],
                                         got[0], second, system=self.system, link_bytes_per_s=self.link,
-                                        concurrency=concurrency, client_ack_s=ack)
+                                        concurrency=concurrency, client_ack_s=ack, producers=self.producers)
             except Exception as exc:  # noqa: BLE001 - no model for the system, no cap: said in the event
                 out["error"] = f"{type(exc).__name__}: {exc}"
 

@@ -337,7 +337,8 @@ class Run:
             self.estimator = RunEstimator(
                 self.estimates, lambda: clients.admin(self.cluster.bootstrap, sc.system.client, "bench-estimate"),
                 {t for t, _ in sc.partitions()}, sc.system.kind if sc.profile.launched else None,
-                rate_bits(link) / 8 if link else None, self.state.ack_between)
+                rate_bits(link) / 8 if link else None, self.state.ack_between,
+                {t: got[0] for t, _ in sc.partitions() if (got := sc.producers_of(t)) is not None})
         self.thread(run_timeline, "timeline", self, t_zero)
         self.thread(observe.sample_processes, "processes", self, t_zero + sc.workload.duration_s)
         if self.cluster.network is not None:

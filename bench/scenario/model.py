@@ -12,6 +12,7 @@ placement, the brokers actions add, the scenario on a cluster the harness does n
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Optional
@@ -560,6 +561,21 @@ class Scenario(Model):
         if t.producers is not None:
             return rate * t.producers / wl.producers / t.partitions
         return rate / sum(x.partitions for x in wl.topics)
+
+    def producers_of(self, topic: str) -> tuple[int, float] | None:
+        """The producer clients writing to each partition of ``topic`` and the mean gap (s) between
+        one producer's sends to one partition (its message rate spread over the partitions it
+        writes: the keyless messages go to any of them): a topic with its own producers has them
+        alone, otherwise every producer writes every topic. None: unknown topic."""
+        wl = self.workload
+        t = wl.topic(topic)
+        if t is None:
+            return None
+        per_producer = float(wl.produce_rate_msgs_per_s) / wl.producers
+        if t.producers is not None:
+            return t.producers, t.partitions / per_producer if per_producer > 0 else math.inf
+        parts = sum(x.partitions for x in wl.topics)
+        return wl.producers, parts / per_producer if per_producer > 0 else math.inf
 
     def resolved(self) -> dict[str, Any]:
         """Plain dict with every default filled in (what a run stores next to its history)."""

@@ -103,6 +103,14 @@ def test_a_handovers_estimate_waits_one_ack_of_the_producers_now(tmp_path):
     assert q["seconds"] == pytest.approx(p["seconds"] + 0.2) and q["seconds_high"] > p["seconds_high"]
     assert own["client_ack_seconds"] is None and slow["client_ack_seconds"] == 0.3
     assert "at acks of 0.3 s" in est.render(slow)
+    # three producers writing the partition (200 records/s between them): the earliest of their
+    # queries names the new owner, so the estimate is sooner; one producer is the default
+    facts = [est.PartitionFacts("t", 0, [1, 2, 3], [1, 2, 4], 1, 32 * MB, 0.8 * MB, records_per_s=200.0)]
+    one = est.estimate(facts, src, est.Caps({1: 6.25 * MB}), handover=ho)["partitions"][0]
+    three = est.estimate(facts, src, est.Caps({1: 6.25 * MB}), handover=ho, producers={"t": 3})["partitions"][0]
+    assert one["seconds"] == pytest.approx(p["seconds"]) and one["producers"] == 1
+    assert three["seconds"] < one["seconds"] and three["producers"] == 3
+    assert three["seconds"] == pytest.approx(leader_query_at(elect, 0.01, 3, 3 / 200.0) + 0.12)
 
 
 def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(tmp_path):
@@ -162,8 +170,9 @@ def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting
     monkeypatch.setattr(me, "RUN_WAIT_S", 0.3)
     calls = []
 
-    def fn(admin, plan, first, second, *, system, link_bytes_per_s, concurrency, client_ack_s=None):
+    def fn(admin, plan, first, second, *, system, link_bytes_per_s, concurrency, client_ack_s=None, producers=None):
         calls.append((first.ts, second.ts, client_ack_s))
+        assert producers == {"t": 2}  # the load's producers per topic, as the run knows them
         return {"partitions": [{"topic": "t", "partition": 0, "seconds": 1.0}], "total_seconds": 1.0,
                 "feasible": True, "model": {}, "sample_seconds": second.ts - first.ts}
 
@@ -173,7 +182,7 @@ def test_a_runs_estimate_never_holds_its_move_up_and_samples_again_after_waiting
         windows.append((t0, t1))
         return 0.26
 
-    r = me.RunEstimator(fn, lambda: object(), {"t"}, "replication", None, acks)
+    r = me.RunEstimator(fn, lambda: object(), {"t"}, "replication", None, acks, {"t": 2})
     r.prepare(0, time.time() + 0.1)
     time.sleep(0.2)
     assert r.estimate(0, [("t", 0, [2])], None)["total_seconds"] == 1.0 and len(samples) == 2

@@ -71,7 +71,7 @@ def _args(**kw):
     base = dict(bootstrap_server="127.0.0.1:1", reassignment_json_file=None, estimate=False, execute=False,
                 verify=False, cancel=False, list=False, generate=False, throttle=None, additional=False,
                 topics_to_move_json_file=None, broker_list=None, link=None, concurrency=None, model=None,
-                system=None, json=False, window=3.0, client_ack_ms=None)
+                system=None, json=False, window=3.0, client_ack_ms=None, producers=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -95,6 +95,7 @@ def test_execute_refuses_before_connecting(tmp_path, replicas, throttle, needle)
     (dict(concurrency=0), "--concurrency must be at least 1"),
     (dict(throttle=-1), "--throttle must be a positive"),
     (dict(client_ack_ms=0), "--client-ack-ms must be a positive"),
+    (dict(producers=0), "--producers must be at least 1"),
     (dict(client_ack_ms=-3.0), "--client-ack-ms must be a positive"),
 ])
 def test_estimate_refuses_before_connecting(tmp_path, kw, needle):

@@ -476,6 +476,21 @@ def test_the_clients_leader_queries_double_from_100ms_to_1s():
     assert q(29.0, 0.05) - 29.0 == pytest.approx(0.5067, abs=0.01)
 
 
+def test_several_producers_find_the_new_leader_at_the_earliest_of_their_queries():
+    """Each producer writing to the partition queries the leader on its own schedule, from its own
+    first refusal (its next send, within its gap after the first producer's): the expected first
+    query of any of them comes sooner the more there are, never before the change, and one
+    producer's is the single schedule."""
+    q = mdl.leader_query_at
+    assert q(0.2, 0.05, 1, 0.15) == q(0.2, 0.05)
+    for t in (0.08, 0.2, 0.32, 0.5, 2.0):
+        one, three, eight = q(t, 0.05), q(t, 0.05, 3, 0.15), q(t, 0.05, 8, 0.15)
+        assert t <= eight <= three <= one, (t, one, three, eight)
+    assert q(0.2, 0.05) - q(0.2, 0.05, 3, 0.15) > 0.03  # a query ~0.3 s for one, sooner for three
+    assert q(0.03, 0.05, 4, 0.1) == 0.03  # changed before any refusal: nothing to wait for
+    assert q(0.2, 0.05, 3, 0.15) == q(0.2, 0.05, 3, 0.15)  # the same table every time (fixed seeds)
+
+
 def test_handover_fit_takes_the_clients_part_from_its_leader_queries():
     """With the leader change and the old owner's first refusal of each move measured, the
     handover's client part is fitted apart: moves whose first ack is the client's query schedule
@@ -535,3 +550,11 @@ def test_handover_client_part_waits_one_ack_of_the_load_now():
     assert late - early > 0.3
     blind = fit_model([replace(p, refuse_seconds=None) for p in pts], "shared")
     assert blind.client_start_s is None and blind.for_client(0.5) is blind
+    # moves written by three producers each: the same ack comes back from their earliest queries,
+    # and a prediction for three producers is sooner than for one
+    three = [replace(p, producers=3, send_gap_s=0.15,
+                     move_seconds=mdl.leader_query_at(p.elect_seconds, 0.01, 3, 0.15) + p.ack_before_s + 0.01
+                     + 0.002 * p.objects) for p in pts]
+    m3 = fit_model(three, "shared")
+    assert m3.client_ack_s == pytest.approx(0.12, abs=1e-6)
+    assert m3.for_client(None, 3, 0.15).predict(16 * MiB, 12.5e6, 0, 1e6, 3) < m3.predict(16 * MiB, 12.5e6, 0, 1e6, 3)

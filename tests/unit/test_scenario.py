@@ -638,6 +638,9 @@ def test_topics_carry_their_own_prefill_and_producers_their_share_of_the_rate():
     assert sc.nominal_ingest_of("a") == pytest.approx(100 * size)
     assert sc.nominal_ingest_of("b") == pytest.approx(150 * size)  # 3 of 4 producers over 2 partitions
     assert sc.nominal_ingest_of("nope") is None
+    # who writes each partition, and how often one producer sends to it (100 msg/s each)
+    assert sc.producers_of("a") == (1, pytest.approx(0.01)) and sc.producers_of("b") == (3, pytest.approx(0.02))
+    assert sc.producers_of("nope") is None
     data["prefill"]["topics"] = ["b"]
     assert parse_scenario(data, "x.yaml").prefill_bytes_of("a") == 0  # not prefilled at all
     data["workload"]["topics"][0]["prefill_bytes"] = -1

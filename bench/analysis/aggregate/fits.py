@@ -126,7 +126,9 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ())
             None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"]),
             version=run_version(run.summary) if run is not None else None,
             refuse_seconds=_since_request(m, "refused_ts"),
-            ack_before_s=None if m.get("ack_p50_before_ms") is None else float(m["ack_p50_before_ms"]) / 1000.0)
+            ack_before_s=None if m.get("ack_p50_before_ms") is None else float(m["ack_p50_before_ms"]) / 1000.0,
+            producers=int(m.get("producers_of_partition") or 1),
+            send_gap_s=float(m.get("producer_send_gap_s") or 0.0))
         steady = m.get("sender_ingest_bytes_per_s")  # all the sender leads; else the partition's own
         cap, demand = move_cap(run, fam, float(steady) if steady else mdl.nominal_ingest(p), p.cap_bytes_per_s,
                                dict(prm).get("link_rate"))

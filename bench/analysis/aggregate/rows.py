@@ -250,6 +250,7 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action, latency=()) ->
             "link_rate_at_request": link,
             "prefill_bytes_of_partition": float(r.scenario.prefill_bytes_of(m["topic"])) if r.scenario else None,
             "nominal_ingest_bytes_per_s": r.scenario.nominal_ingest_of(m["topic"]) if r.scenario else None,
+            **_producers_of(r, m["topic"]),
             "sender_ingest_bytes_per_s": sender_ingest(r, m, timelines[m["run_idx"]]),
             "phases_json": json.dumps(ph, sort_keys=True) if ph else None,
             "ingest_bytes_per_s": float(during) / secs if during is not None and secs else None,
@@ -270,6 +271,13 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action, latency=()) ->
     rows.sort(key=lambda x: (x["run_key"], x["request_ts"] or 0, x["topic"], x["partition"]))
     return rows
 
+
+
+def _producers_of(r: StoredRun, topic: str) -> dict[str, Any]:
+    """The producer clients writing to the moved partition and one's mean gap between sends to it
+    (Scenario.producers_of; None: no scenario, or a run whose producers the harness did not start)."""
+    got = r.scenario.producers_of(topic) if r.scenario is not None else None
+    return {"producers_of_partition": got[0] if got else None, "producer_send_gap_s": got[1] if got else None}
 
 
 def link_rows(runs: list[StoredRun]) -> list[dict[str, Any]]:

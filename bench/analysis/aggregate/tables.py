@@ -93,6 +93,9 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # sizes and ingest rates): its prefill and its nominal ingest (Scenario.nominal_ingest_of).
         # and the nominal ingest of every partition its leader leads then (the sender's steady traffic).
         ("prefill_bytes_of_partition", F64), ("nominal_ingest_bytes_per_s", F64), ("sender_ingest_bytes_per_s", F64),
+        # The load's producer clients writing to the moved partition and one's mean gap between its
+        # sends to it (Scenario.producers_of): each learns of a new leader on its own schedule.
+        ("producers_of_partition", I64), ("producer_send_gap_s", F64),
         # The move models' inputs: ingest during the move (bytes written during it / move_seconds),
         # the stream objects the new owner opened and its open phases' seconds (handover family),
         # how many partitions the action moved (the models fit single-partition moves only).
@@ -199,6 +202,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # handover: the client's part (its leader queries' origin, the ack after the one that names
         # the new leader), empty: a median client lag is in fixed_s
         ("client_start_s", F64), ("client_ack_s", F64), ("client_ack_ref_s", F64),
+        ("client_producers", I64), ("client_send_gap_s", F64),
         ("validated", BOOL), ("validation_error_pct", F64), ("validation_reason", STR),
         # the moves of its kind left out because the host was saturated, and those kept unknown
         # (bench/check/host.py; bench/analysis/aggregate/fits.py host_left_out), in words

@@ -111,6 +111,9 @@ class MovePoint:
     refuse_seconds: float | None = None
     # the load's median ack latency on the moved partition before the request (None: not measured)
     ack_before_s: float | None = None
+    # the load's producer clients writing to the partition, and one's mean gap between its sends to it
+    producers: int = 1
+    send_gap_s: float = 0.0
 
     def setting(self, name: str) -> Any:
         return dict(self.params).get(name)
@@ -245,15 +248,28 @@ class MoveModel:
     # the fit's loads' median ack latency before their moves (what client_ack_s holds one of; None:
     # not measured): a load acked slower or faster waits that much longer or shorter (for_client)
     client_ack_ref_s: float | None = None
+    # the load a prediction is for: its producer clients writing to the partition (each learns of
+    # the new leader on its own schedule; the first to learn acks first) and one's mean gap between
+    # sends to it (for_client; the fit's own: one producer, the slowest to learn)
+    client_producers: int = 1
+    client_send_gap_s: float = 0.0
 
-    def for_client(self, ack_s: float | None) -> MoveModel:
-        """The model for a load whose median ack latency is ``ack_s`` now (None: the fit's own):
-        the retried batch after the leader query is acked like any other, so the client's part
-        moves with the ack latency one for one. A model without a client part is unchanged."""
-        if ack_s is None or self.client_ack_s is None or self.client_ack_ref_s is None:
+    def for_client(self, ack_s: float | None, producers: int | None = None, gap_s: float | None = None) -> MoveModel:
+        """The model for a load whose median ack latency is ``ack_s`` now (None: the fit's own),
+        written by ``producers`` clients, each sending to the partition every ``gap_s`` on average
+        (None: one producer): the retried batch after the leader query is acked like any other,
+        so the client's part moves with the ack latency one for one, and several producers find
+        the new leader at the earliest of their queries. A model without a client part is
+        unchanged."""
+        if self.client_ack_s is None:
             return self
-        return replace(self, client_ack_s=max(0.0, self.client_ack_s - self.client_ack_ref_s + float(ack_s)),
-                       client_ack_ref_s=float(ack_s))
+        out = self
+        if ack_s is not None and self.client_ack_ref_s is not None:
+            out = replace(out, client_ack_s=max(0.0, self.client_ack_s - self.client_ack_ref_s + float(ack_s)),
+                          client_ack_ref_s=float(ack_s))
+        if producers is not None and producers > 1:
+            out = replace(out, client_producers=int(producers), client_send_gap_s=float(gap_s or 0.0))
+        return out
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
@@ -307,6 +323,8 @@ class MoveModel:
         kw["assumptions"] = [row["assumptions"]] if row.get("assumptions") else []
         kw["open_per_object_s"] = float(row.get("open_per_object_s") or 0.0)
         kw["efficiency_fitted"] = bool(row.get("efficiency_fitted"))
+        kw["client_producers"] = int(row.get("client_producers") or 1)  # a model.json from before them: one
+        kw["client_send_gap_s"] = float(row.get("client_send_gap_s") or 0.0)
         return cls(**kw)
 
 
@@ -394,21 +412,64 @@ _QUERY_G: tuple[np.ndarray, np.ndarray] | None = None
 _QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 / 3) / 2
 
 
-def leader_queries_at(t: np.ndarray, start: float | np.ndarray) -> np.ndarray:
-    """:func:`leader_query_at` over an array (``start``: one origin, or one per ``t``)."""
+_PRODUCERS_DRAWS = 2_000
+_PRODUCERS_MAX = 64  # beyond it one more producer changes the first query by less than the grid step
+_QUERY_K: dict[tuple[int, float], np.ndarray] = {}
+
+
+def _query_table_of(producers: int, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """G(x) for ``producers`` clients writing to the partition, each on its own schedule: the first
+    is refused at the origin, each other at its next send, uniform over ``gap_s`` (one producer's
+    mean gap between sends to the partition) after it; the expected time of the earliest query of
+    any of them at or after x (fixed seeds: the same table everywhere)."""
+    grid, g1 = _query_table()
+    k = max(1, min(int(producers), _PRODUCERS_MAX))
+    gap = round(max(0.0, float(gap_s)), 3)
+    if k == 1:
+        return grid, g1
+    key = (k, gap)
+    if key not in _QUERY_K:
+        rng = np.random.default_rng(20261129 + 1000 * k + int(gap * 1000))
+        n_steps = int(_QUERY_TABLE_S / (LEADER_QUERY_BACKOFF_MAX_S * (1 - LEADER_QUERY_JITTER))) + 16
+        base = np.minimum(LEADER_QUERY_BACKOFF_S * 2.0 ** np.arange(n_steps), LEADER_QUERY_BACKOFF_MAX_S)
+        best = np.full((_PRODUCERS_DRAWS, grid.size), np.inf)
+        for j in range(k):
+            offset = np.zeros(_PRODUCERS_DRAWS) if j == 0 else rng.uniform(0.0, gap, _PRODUCERS_DRAWS)
+            rows = offset[:, None] + np.cumsum(base * rng.uniform(1 - LEADER_QUERY_JITTER, 1 + LEADER_QUERY_JITTER,
+                                                                  size=(_PRODUCERS_DRAWS, n_steps)), axis=1)
+            for i, row in enumerate(rows):  # a producer refused later has no query before its refusal
+                first = row[np.minimum(np.searchsorted(row, grid), n_steps - 1)]
+                np.minimum(best[i], np.where(grid <= offset[i], np.maximum(first, offset[i]), first), out=best[i])
+        _QUERY_K[key] = best.mean(axis=0)
+    return grid, _QUERY_K[key]
+
+
+def leader_queries_at(t: np.ndarray, start: float | np.ndarray, producers: int | np.ndarray = 1,
+                      gap_s: float | np.ndarray = 0.0) -> np.ndarray:
+    """:func:`leader_query_at` over an array (``start``, ``producers``, ``gap_s``: one value, or one
+    per ``t``)."""
     t = np.asarray(t, dtype=float)
     x = t - start
-    grid, g = _query_table()
-    out = np.where(x <= 0, t, start + np.interp(x, grid, g))
-    return np.where(x > _QUERY_TABLE_S, t + _QUERY_RESIDUAL_S, out)
+    ks = np.broadcast_to(np.asarray(producers, dtype=int), t.shape)
+    gaps = np.broadcast_to(np.asarray(gap_s, dtype=float), t.shape)
+    q = np.empty(t.shape)
+    for k, gap in {(int(a), round(float(b), 3)) for a, b in zip(ks.ravel(), gaps.ravel())}:
+        grid, g = _query_table_of(k, gap)
+        sel = (ks == k) & (np.round(gaps, 3) == gap)
+        # beyond the table each producer queries every 1 s +-20 %: the wait past its end stays
+        q[sel] = np.interp(np.minimum(x, _QUERY_TABLE_S), grid, g)[sel] + np.maximum(x - _QUERY_TABLE_S, 0.0)[sel] \
+            if k > 1 else np.interp(x, grid, g)[sel]
+    out = np.where(x <= 0, t, start + q)
+    return np.where((x > _QUERY_TABLE_S) & (ks == 1), t + _QUERY_RESIDUAL_S, out)
 
 
-def leader_query_at(t: float, start: float) -> float:
-    """When the load's client learns that the partition has a new leader at ``t`` seconds after the
-    request: the expected time of its first leader query at or after ``t``, the queries starting
-    at ``start`` (the old owner's first refusal). ``t`` itself where the leader changed before
-    any refusal."""
-    return float(leader_queries_at(np.array([t]), start)[0])
+def leader_query_at(t: float, start: float, producers: int = 1, gap_s: float = 0.0) -> float:
+    """When the load's clients learn that the partition has a new leader at ``t`` seconds after the
+    request: the expected time of the first leader query at or after ``t`` of any of the
+    ``producers`` writing to it, the queries starting at ``start`` (the old owner's first refusal)
+    for the first of them and, for each other, at its next send to the partition (``gap_s`` apart
+    on average, :func:`_query_table_of`). ``t`` itself where the leader changed before any refusal."""
+    return float(leader_queries_at(np.array([t]), start, producers, gap_s)[0])
 
 
 def cluster_part(pts: list[MovePoint], after_elect: np.ndarray | None = None

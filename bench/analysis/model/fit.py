@@ -61,7 +61,7 @@ def fit_model(points: Sequence[MovePoint], system: str, open_points: Sequence[Mo
 
 def predict_point(m: MoveModel, p: MovePoint) -> float:
     """A model's prediction of one measured move from its inputs at the request."""
-    return m.for_client(p.ack_before_s).predict(m.kind.bytes_of(p), p.cap_bytes_per_s, nominal_ingest(p),
+    return m.for_client(p.ack_before_s, p.producers, p.send_gap_s).predict(m.kind.bytes_of(p), p.cap_bytes_per_s, nominal_ingest(p),
                                                 p.tail_bytes, p.objects)
 
 

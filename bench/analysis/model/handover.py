@@ -61,12 +61,15 @@ def fit_open(points: Sequence[MovePoint]) -> tuple[float | None, float, float | 
 
 
 def fit_client(move_s: np.ndarray, elect_s: np.ndarray, refuse_s: Sequence[float | None],
-               ack_s: Sequence[float | None] = ()) -> tuple[float, float, float | None, float | None, str] | None:
+               ack_s: Sequence[float | None] = (), producers: Sequence[int] = (), gaps: Sequence[float] = ()
+               ) -> tuple[float, float, float | None, float | None, str] | None:
     """The client's part of handovers from their measured leader changes (``move_s``: without the
     new owner's modelled open, which comes after its election), the old owner's measured first
     refusals (``refuse_s``, request -> the close's start, where its journal says; the origin of the
-    client's leader queries) and the load's median ack latency before each move (``ack_s``, where
-    measured): the client learns of the new owner at its first leader query after the election
+    client's leader queries), the load's median ack latency before each move (``ack_s``, where
+    measured) and the producer clients writing to each moved partition with one's mean gap between
+    sends to it (``producers``, ``gaps``; default one): the clients learn of the new owner at the
+    first leader query after the election of any of them
     (:func:`leader_query_at`, librdkafka's documented retry backoff: the partition refuses writes
     for the whole handover, so the queries run from the first refusal), and its retried batch is
     acked one ordinary ack later. -> (origin, ack lag after the query, its se, the loads' median
@@ -85,7 +88,9 @@ def fit_client(move_s: np.ndarray, elect_s: np.ndarray, refuse_s: Sequence[float
     acks = [float(a) for a in ack_s if a is not None]
     ref = float(np.median(acks)) if acks else None
     own = np.array([ref if a is None else float(a) for a in ack_s], dtype=float) if ref is not None else None
-    lag = move_s - leader_queries_at(elect_s, starts)
+    ks = np.array(list(producers) or [1] * len(starts), dtype=int)
+    gs = np.array(list(gaps) or [0.0] * len(starts), dtype=float)
+    lag = move_s - leader_queries_at(elect_s, starts, ks, gs)
     extra = lag - own if own is not None else lag  # beyond one ordinary ack of the move's own load
     ack = float(np.median(extra)) + (ref or 0.0)
     se = float(1.2533 * extra.std(ddof=1) / math.sqrt(extra.size)) if extra.size >= 2 else None
@@ -148,7 +153,8 @@ class HandoverFamily:
         cl = [p for p in open_pts if p.elect_seconds is not None and 0 < p.elect_seconds <= p.move_seconds] or pts
         client = (fit_client(np.array([p.move_seconds - b * float(p.objects or 0) for p in cl], dtype=float),
                              np.array([p.elect_seconds for p in cl], dtype=float), [p.refuse_seconds for p in cl],
-                             [p.ack_before_s for p in cl]) if lag_notes else None)
+                             [p.ack_before_s for p in cl], [p.producers for p in cl], [p.send_gap_s for p in cl])
+                  if lag_notes else None)
         if client is not None:
             lag, lag_se = 0.0, client[2]
             assumptions.append(client[4])
@@ -189,8 +195,8 @@ class HandoverFamily:
                 objects: float | None) -> tuple[float, np.ndarray | None]:
         tail = float(tail or 0.0)
         t = m.fixed_s + tail / (m.efficiency * cap)  # request -> the new owner's election
-        if m.client_start_s is not None:  # -> the client's query that names it, and its first ack
-            t = leader_query_at(t, m.client_start_s) + (m.client_ack_s or 0.0)
+        if m.client_start_s is not None:  # -> the clients' first query that names it, and its first ack
+            t = leader_query_at(t, m.client_start_s, m.client_producers, m.client_send_gap_s) + (m.client_ack_s or 0.0)
         t += m.open_per_object_s * float(objects or 0)
         return t, np.array([1.0, -tail / (m.efficiency**2 * cap)])
 
@@ -204,8 +210,8 @@ class HandoverFamily:
         if m.client_start_s is None:
             return f"t = {server} + {opens}"
         acked = f" (at acks of {m.client_ack_ref_s:.3g} s)" if m.client_ack_ref_s is not None else ""
-        return (f"t = Q({server}) + {m.client_ack_s:.3g} s{acked} + {opens}, Q = the client's first leader query at or "
-                f"after the election (from {m.client_start_s:.3g} s: {LEADER_QUERY_BACKOFF_S * 1000:.0f} ms doubling "
+        return (f"t = Q({server}) + {m.client_ack_s:.3g} s{acked} + {opens}, Q = a producer's first leader query at or "
+                f"after the election (one producer; several find it sooner; from {m.client_start_s:.3g} s: {LEADER_QUERY_BACKOFF_S * 1000:.0f} ms doubling "
                 f"to {LEADER_QUERY_BACKOFF_MAX_S:g} s, +-{LEADER_QUERY_JITTER:.0%})")
 
     def curve(self, m: MoveModel, xs: list[float], moves: list[dict[str, Any]], cap: float
