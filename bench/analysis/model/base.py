@@ -388,22 +388,33 @@ _QUERY_TABLE_S = 30.0  # beyond it the queries come every 1 s +-20 %: the mean w
 _QUERY_STEP_S = 0.005
 
 
+_QUERY_STEPS = int(_QUERY_TABLE_S / (LEADER_QUERY_BACKOFF_MAX_S * (1 - LEADER_QUERY_JITTER))) + 16
+_QUERY_BASE = np.minimum(LEADER_QUERY_BACKOFF_S * 2.0 ** np.arange(_QUERY_STEPS), LEADER_QUERY_BACKOFF_MAX_S)
+_QUERY_GRID = np.arange(0.0, _QUERY_TABLE_S + _QUERY_STEP_S, _QUERY_STEP_S)
+
+
+def _schedules(rng: np.random.Generator, draws: int) -> np.ndarray:
+    """``draws`` jittered query schedules, one per row: each query's time from the first refusal."""
+    return np.cumsum(_QUERY_BASE * rng.uniform(1 - LEADER_QUERY_JITTER, 1 + LEADER_QUERY_JITTER,
+                                               size=(draws, _QUERY_STEPS)), axis=1)
+
+
+def _first_at_or_after(row: np.ndarray) -> np.ndarray:
+    """One schedule's first query at or after each grid point (its queries are increasing: bisection)."""
+    return row[np.minimum(np.searchsorted(row, _QUERY_GRID), row.size - 1)]
+
+
 def _query_table() -> tuple[np.ndarray, np.ndarray]:
     """G(x) on a grid: the expected time of the first query at or after x seconds from the first
     refusal, over the jitter (8,000 draws of a fixed seed: the same table everywhere, its mean
     within ~1 ms)."""
     global _QUERY_G
     if _QUERY_G is None:
-        rng = np.random.default_rng(20261128)
-        n_steps = int(_QUERY_TABLE_S / (LEADER_QUERY_BACKOFF_MAX_S * (1 - LEADER_QUERY_JITTER))) + 16
-        base = np.minimum(LEADER_QUERY_BACKOFF_S * 2.0 ** np.arange(n_steps), LEADER_QUERY_BACKOFF_MAX_S)
-        draws = np.cumsum(base * rng.uniform(1 - LEADER_QUERY_JITTER, 1 + LEADER_QUERY_JITTER,
-                                             size=(8_000, n_steps)), axis=1)
-        x = np.arange(0.0, _QUERY_TABLE_S + _QUERY_STEP_S, _QUERY_STEP_S)
-        g = np.zeros(x.size)
-        for row in draws:  # each draw's queries are increasing: the first one >= x by bisection
-            g += row[np.searchsorted(row, x)]
-        _QUERY_G = (x, g / len(draws))
+        draws = _schedules(np.random.default_rng(20261128), 8_000)
+        g = np.zeros(_QUERY_GRID.size)
+        for row in draws:
+            g += _first_at_or_after(row)
+        _QUERY_G = (_QUERY_GRID, g / len(draws))
     return _QUERY_G
 
 
@@ -413,7 +424,7 @@ _QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 /
 
 
 _PRODUCERS_DRAWS = 2_000
-_PRODUCERS_MAX = 64  # beyond it one more producer changes the first query by less than the grid step
+_PRODUCERS_MAX = 64  # a bound on the table's cost: more producers are taken as this many
 _QUERY_K: dict[tuple[int, float], np.ndarray] = {}
 
 
@@ -422,26 +433,19 @@ def _query_table_of(producers: int, gap_s: float) -> tuple[np.ndarray, np.ndarra
     is refused at the origin, each other at its next send, uniform over ``gap_s`` (one producer's
     mean gap between sends to the partition) after it; the expected time of the earliest query of
     any of them at or after x (fixed seeds: the same table everywhere)."""
-    grid, g1 = _query_table()
     k = max(1, min(int(producers), _PRODUCERS_MAX))
     gap = round(max(0.0, float(gap_s)), 3)
     if k == 1:
-        return grid, g1
-    key = (k, gap)
-    if key not in _QUERY_K:
+        return _query_table()
+    if (k, gap) not in _QUERY_K:
         rng = np.random.default_rng(20261129 + 1000 * k + int(gap * 1000))
-        n_steps = int(_QUERY_TABLE_S / (LEADER_QUERY_BACKOFF_MAX_S * (1 - LEADER_QUERY_JITTER))) + 16
-        base = np.minimum(LEADER_QUERY_BACKOFF_S * 2.0 ** np.arange(n_steps), LEADER_QUERY_BACKOFF_MAX_S)
-        best = np.full((_PRODUCERS_DRAWS, grid.size), np.inf)
+        best = np.full((_PRODUCERS_DRAWS, _QUERY_GRID.size), np.inf)
         for j in range(k):
             offset = np.zeros(_PRODUCERS_DRAWS) if j == 0 else rng.uniform(0.0, gap, _PRODUCERS_DRAWS)
-            rows = offset[:, None] + np.cumsum(base * rng.uniform(1 - LEADER_QUERY_JITTER, 1 + LEADER_QUERY_JITTER,
-                                                                  size=(_PRODUCERS_DRAWS, n_steps)), axis=1)
-            for i, row in enumerate(rows):  # a producer refused later has no query before its refusal
-                first = row[np.minimum(np.searchsorted(row, grid), n_steps - 1)]
-                np.minimum(best[i], np.where(grid <= offset[i], np.maximum(first, offset[i]), first), out=best[i])
-        _QUERY_K[key] = best.mean(axis=0)
-    return grid, _QUERY_K[key]
+            for i, row in enumerate(offset[:, None] + _schedules(rng, _PRODUCERS_DRAWS)):
+                np.minimum(best[i], _first_at_or_after(row), out=best[i])
+        _QUERY_K[(k, gap)] = best.mean(axis=0)
+    return _QUERY_GRID, _QUERY_K[(k, gap)]
 
 
 def leader_queries_at(t: np.ndarray, start: float | np.ndarray, producers: int | np.ndarray = 1,
@@ -451,14 +455,15 @@ def leader_queries_at(t: np.ndarray, start: float | np.ndarray, producers: int |
     t = np.asarray(t, dtype=float)
     x = t - start
     ks = np.broadcast_to(np.asarray(producers, dtype=int), t.shape)
-    gaps = np.broadcast_to(np.asarray(gap_s, dtype=float), t.shape)
+    gaps = np.round(np.broadcast_to(np.asarray(gap_s, dtype=float), t.shape), 3)
+    # past the table every producer queries once a second: the wait beyond its end is kept (one
+    # producer's is its renewal mean, below)
+    past = np.maximum(x - _QUERY_TABLE_S, 0.0)
     q = np.empty(t.shape)
-    for k, gap in {(int(a), round(float(b), 3)) for a, b in zip(ks.ravel(), gaps.ravel())}:
+    for k, gap in set(zip(ks.ravel().tolist(), gaps.ravel().tolist())):
         grid, g = _query_table_of(k, gap)
-        sel = (ks == k) & (np.round(gaps, 3) == gap)
-        # beyond the table each producer queries every 1 s +-20 %: the wait past its end stays
-        q[sel] = np.interp(np.minimum(x, _QUERY_TABLE_S), grid, g)[sel] + np.maximum(x - _QUERY_TABLE_S, 0.0)[sel] \
-            if k > 1 else np.interp(x, grid, g)[sel]
+        sel = (ks == k) & (gaps == gap)
+        q[sel] = np.interp(np.minimum(x[sel], _QUERY_TABLE_S), grid, g) + past[sel]
     out = np.where(x <= 0, t, start + q)
     return np.where((x > _QUERY_TABLE_S) & (ks == 1), t + _QUERY_RESIDUAL_S, out)
 
