@@ -27,23 +27,45 @@ def producer_client_lines(table: pa.Table, v: Any) -> list[Any]:
 CLIENT_LINE_S = 0.25  # a broker's client_requests line covers its last 0.25 s
 
 
-def client_requests(lines: list[Any], tp: tuple[str, int], req: float | None, secs: Any) -> dict[str, Any]:
+def client_requests(lines: list[Any], tp: tuple[str, int], req: float | None, secs: Any,
+                    elect_ts: float | None = None) -> dict[str, Any]:
     """What the load's producers met at the brokers while a move was unavailable to them (request ->
     first ack on the new owner, and the broker's last counting interval after it): the produce
     answers with an error for the moved partition, by error (each one a request the client must
-    send again), and their Metadata requests (how often they asked where partitions are)."""
+    send again), and their Metadata requests (how often they asked where partitions are). From the
+    lines' times (older journals have none: then null): the first refusal
+    (``client_refused_seconds``), each Metadata request up to the first ack
+    (``client_metadata_seconds``) and the first of them at or after the new owner's election
+    (``elect_ts``): the query that found the new leader (``client_leader_query_seconds``), all
+    seconds from the request."""
     if req is None or not isinstance(secs, (int, float)):
         return {"client_errors": None, "client_metadata_requests": None}
     end = req + secs + CLIENT_LINE_S
     errs: dict[str, int] = {}
     meta = 0
     key = f"{tp[0]}-{tp[1]}"
+    timed = False
+    refused: list[float] = []
+    asked: list[float] = []
     for e in lines:
         if req <= e.ts <= end:
             meta += int(e.detail.get("metadata") or 0)
             for name, n in ((e.detail.get("produce_errors") or {}).get(key) or {}).items():
                 errs[name] = errs.get(name, 0) + int(n)
-    return {"client_errors": dict(sorted(errs.items())), "client_metadata_requests": meta}
+            if "metadata_ts" in e.detail:
+                timed = True
+                asked += [float(t) for t in e.detail.get("metadata_ts") or () if req <= float(t) <= req + secs]
+                first = (e.detail.get("produce_error_ts") or {}).get(key)
+                if isinstance(first, (int, float)) and first >= req:
+                    refused.append(float(first))
+    out: dict[str, Any] = {"client_errors": dict(sorted(errs.items())), "client_metadata_requests": meta}
+    if timed:
+        asked.sort()
+        found = [t for t in asked if elect_ts is not None and t >= elect_ts]
+        out.update({"client_refused_seconds": round(min(refused) - req, 4) if refused else None,
+                    "client_metadata_seconds": [round(t - req, 4) for t in asked],
+                    "client_leader_query_seconds": round(found[0] - req, 4) if found else None})
+    return out
 
 
 def protocol_view(v: HistoryView, aid: Any, tp: tuple[str, int], req: float | None, src: list[int] | None,

@@ -341,6 +341,8 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
                                                     or every_broker) if req is not None else params.get("link_rate")),
             "move_seconds": secs if isinstance(secs, (int, float)) else None,
             **({} if isinstance(secs, (int, float)) else {"move_reason": m.get("reason", "unknown")}),
+            # request -> the leader change move_seconds waits for (the cluster's part of the move)
+            "elect_seconds": round(lc - req, 4) if lc is not None and req is not None else None,
             # Unknown (null), not 0, on a cluster without a journal the harness reads: bytes moved
             # are counted by the brokers; the protocol view has the added replicas' size instead.
             "bytes_moved_inter_broker": int(ib) if journaled else None,
@@ -358,7 +360,7 @@ def _moves(table: pa.Table, v: HistoryView, checks: dict[str, Any], params: dict
             "links": move_link_fill(v, acts[aid], tp, secs if isinstance(secs, (int, float)) else None),
             "protocol": protocol_view(v, aid, tp, req, entry.get("from"), entry.get("to"), m.get("move_complete_ts")),
             **{k: m[k] for k in ESTIMATE_FIELDS if k in m},  # the estimate before the request, if made
-            **(client_requests(client_lines, tp, req, secs) if journaled else {}),
+            **(client_requests(client_lines, tp, req, secs, lc) if journaled else {}),
         })
     return out
 

@@ -176,6 +176,11 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
                                                if isinstance(m.get("client_errors"), dict)]),
             "client_metadata_per_move": _median([m.get("client_metadata_requests") for m in moves])}
            if any("client_errors" in m for m in moves) else {}),
+        # when the cluster elected the new owner and when the producers' query found it (summaries
+        # from before those times derive as they did)
+        **({"elect_seconds": _median([m.get("elect_seconds") for m in moves]),
+            "client_leader_query_seconds": _median([m.get("client_leader_query_seconds") for m in moves])}
+           if any("client_leader_query_seconds" in m for m in moves) else {}),
     }
 
 
@@ -533,6 +538,8 @@ RUN_COLUMNS = [
     ("catch-up MB/s during move", "catch_up_during_move_bytes_per_s", 1e-6),
     ("produce errors per move", "client_errors_per_move", 1.0),
     ("Metadata requests per move", "client_metadata_per_move", 1.0),
+    ("elected s", "elect_seconds", 1.0),
+    ("producers' leader query s", "client_leader_query_seconds", 1.0),
     ("acked msgs/s", "acked_msgs_per_s", 1.0),
     ("produce p99 ms", "produce_p99_ms", 1.0),
     ("load CPU %", "load_cpu_percent", 1.0),

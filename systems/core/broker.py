@@ -215,20 +215,25 @@ class Broker:
                 await asyncio.sleep(0.2)
 
     CLIENT_JOURNAL_S = 0.25
+    CLIENT_TIMES_MAX = 16  # Metadata request times kept per client and line: a bound on the line
 
     def _client(self, client_id: str | None) -> dict:
-        return self.client_counts.setdefault(client_id or "", {"metadata": 0, "produce_errors": {}})
+        return self.client_counts.setdefault(client_id or "", {"metadata": 0, "metadata_ts": [], "produce_errors": {},
+                                                                "produce_error_ts": {}})
 
     async def _journal_clients(self) -> None:
         """Every 0.25 s, one ``client_requests`` line per client id that asked for metadata or got
-        a produce error since the last one: {client_id, metadata, produce_errors: {"topic-p":
-        {error: n}}} (counts over that interval)."""
+        a produce error since the last one: {client_id, metadata, metadata_ts (the first
+        CLIENT_TIMES_MAX of those requests' times), produce_errors: {"topic-p": {error: n}},
+        produce_error_ts: {"topic-p": the first error's time}} (over that interval). The times show
+        when a client looked for a moved partition's new leader, which the counts alone cannot."""
         while True:
             await asyncio.sleep(self.CLIENT_JOURNAL_S)
             counts, self.client_counts = self.client_counts, {}
             for cid, c in counts.items():
                 self.events.emit("client_requests", client_id=cid, metadata=c["metadata"],
-                                 produce_errors=c["produce_errors"])
+                                 metadata_ts=c["metadata_ts"], produce_errors=c["produce_errors"],
+                                 produce_error_ts=c["produce_error_ts"])
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config["broker.heartbeat.interval.ms"] / 1000
@@ -348,7 +353,10 @@ class Broker:
     # -- Metadata -----------------------------------------------------------
     async def handle_metadata(self, req, header, conn):
         v = header.request_api_version
-        self._client(header.client_id)["metadata"] += 1
+        c = self._client(header.client_id)
+        c["metadata"] += 1
+        if len(c["metadata_ts"]) < self.CLIENT_TIMES_MAX:
+            c["metadata_ts"].append(round(time.time(), 4))
         R = MetadataResponse
         if req.topics is None:
             names = sorted(self.image.topics)
@@ -422,8 +430,10 @@ class Broker:
             if w is not None:
                 err = next(it)
             if err:
-                errs = self._client(header.client_id)["produce_errors"].setdefault(f"{tname}-{idx}", {})
+                c = self._client(header.client_id)
+                errs = c["produce_errors"].setdefault(f"{tname}-{idx}", {})
                 errs[errors.name_of(err)] = errs.get(errors.name_of(err), 0) + 1
+                c["produce_error_ts"].setdefault(f"{tname}-{idx}", round(time.time(), 4))
             pr = R.TopicProduceResponse.PartitionProduceResponse(
                 index=idx, error_code=err, base_offset=base if err == 0 else -1, log_append_time_ms=-1,
                 log_start_offset=part.log_start_offset if part is not None else -1, record_errors=[],

@@ -40,6 +40,13 @@ def check_library(run_scenario, library: str) -> None:
     assert m["move_seconds"] is not None
     # the brokers' count of what this library's producer met while the move was unavailable to it
     assert isinstance(m["client_errors"], dict) and m["client_metadata_requests"] >= 1, m
+    # and when: every Metadata request up to the first ack, in order, from the request
+    asked = m["client_metadata_seconds"]
+    assert asked == sorted(asked) and all(0 <= x <= m["move_seconds"] for x in asked), m
+    if m["client_refused_seconds"] is not None:
+        assert 0 <= m["client_refused_seconds"] <= m["move_seconds"], m
+    q = m["client_leader_query_seconds"]
+    assert q is None or q in asked, m
 
 
 def test_kafka_python_produces_through_the_harness(run_scenario):

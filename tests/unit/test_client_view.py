@@ -28,6 +28,33 @@ def test_a_moves_errors_and_metadata_requests_are_those_of_its_window():
                                                                "client_metadata_requests": None}
 
 
+def timed(ts: float, asked: list[float], errors: dict | None = None, first: dict | None = None) -> Event:
+    return Event("client_requests", ts, None, None,
+                 {"client_id": "locust-p0", "metadata": len(asked), "metadata_ts": asked,
+                  "produce_errors": errors or {}, "produce_error_ts": first or {}})
+
+
+def test_a_moves_client_times_show_the_refusal_and_the_query_that_found_the_new_leader():
+    """Request at 100 s, elected at 100.40, first ack at 100.70: refused at 100.05 (the other
+    partition's earlier refusal is not the move's); the queries up to the ack, from the request;
+    the first at or after the election found the new leader (100.42; not the one at 100.35)."""
+    nl = {"NOT_LEADER_OR_FOLLOWER": 1}
+    lines = [timed(99.9, [99.8]),
+             timed(100.25, [100.05, 100.15], {"hot-0": nl, "other-0": nl}, {"hot-0": 100.05, "other-0": 100.01}),
+             timed(100.5, [100.35, 100.42]),
+             timed(100.75, [100.9]),  # a request after the first ack (its line is within the window)
+             timed(101.5, [101.4], {"hot-0": nl}, {"hot-0": 101.4})]
+    got = client_requests(lines, ("hot", 0), 100.0, 0.7, 100.4)
+    assert got["client_refused_seconds"] == 0.05
+    assert got["client_metadata_seconds"] == [0.05, 0.15, 0.35, 0.42]
+    assert got["client_leader_query_seconds"] == 0.42
+    assert got["client_errors"] == nl and got["client_metadata_requests"] == 5
+    # no election known, or none of the queries after it: no query found it; older lines: no times at all
+    assert client_requests(lines, ("hot", 0), 100.0, 0.7)["client_leader_query_seconds"] is None
+    assert client_requests(lines, ("hot", 0), 100.0, 0.7, 100.6)["client_leader_query_seconds"] is None
+    assert "client_refused_seconds" not in client_requests([line(100.1, 1)], ("hot", 0), 100.0, 0.7, 100.4)
+
+
 def test_the_client_table_compares_libraries_and_stays_away_without_them():
     def move(run: str, lib: str, unavail: float, errors: str, n: int, meta: int) -> dict:
         return {"run_key": run, "system": "shared", "client_library": lib, "partitions_in_action": 1,
