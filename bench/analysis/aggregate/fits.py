@@ -125,7 +125,9 @@ def move_points(moves: Iterable[dict[str, Any]], runs: Sequence[StoredRun] = ())
             else float(m["leader_change_ts"]) - float(m["request_ts"]),
             None if m.get("copy_bytes_at_request") is None else float(m["copy_bytes_at_request"]),
             version=run_version(run.summary) if run is not None else None,
-            refuse_seconds=_since_request(m, "refused_ts"),
+            # the client's schedule starts at the first refusal it met; else the old owner's first
+            refuse_seconds=_since_request(m, "client_refused_ts") if m.get("client_refused_ts") is not None
+            else _since_request(m, "refused_ts"),
             ack_before_s=None if m.get("ack_p50_before_ms") is None else float(m["ack_p50_before_ms"]) / 1000.0,
             producers=int(m.get("producers_of_partition") or 1),
             send_gap_s=float(m.get("producer_send_gap_s") or 0.0))

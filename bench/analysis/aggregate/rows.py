@@ -232,6 +232,8 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action, latency=()) ->
             "action": m["action"], "topic": m["topic"], "partition": m["partition"],
             "new_leader": m["new_leader"], "request_ts": m["request_ts"], "leader_change_ts": m["lc_ts"],
             "first_ack_ts": first, "end_ts": m["end_ts"], "refused_ts": refused.get(k),
+            "client_refused_ts": (None if sm.get("client_refused_seconds") is None or m["request_ts"] is None
+                                  else float(m["request_ts"]) + float(sm["client_refused_seconds"])),
             "client_library": r.param("client_library") or "librdkafka",  # runs before the axis: librdkafka
             "client_errors_json": None if sm.get("client_errors") is None else json.dumps(sm["client_errors"],
                                                                                           sort_keys=True),

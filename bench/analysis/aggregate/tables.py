@@ -76,6 +76,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         ("topic", STR), ("partition", I64), ("new_leader", I64),
         ("request_ts", F64), ("leader_change_ts", F64), ("first_ack_ts", F64), ("end_ts", F64),
         ("refused_ts", F64),  # the old owner's first refusal of writes, where its journal says (a handover)
+        ("client_refused_ts", F64),  # the first refusal the load's producers met (summary: client_refused_seconds)
         # the load's producing library and what it met at the brokers while the move was unavailable
         # to it (summary.json's moves: client_errors, client_metadata_requests)
         ("client_library", STR), ("client_errors_json", STR), ("client_error_count", I64),

@@ -107,7 +107,8 @@ class MovePoint:
     # (steady egress + the move's allowance: its throttle, else the link) / the sender's link:
     # above 1, what the steady traffic leaves of the link capped the move (None: no emulated link)
     link_demand: float | None = None
-    # request -> the old owner's first refusal of writes (a handover's close start; None: not journaled)
+    # request -> the first refusal the load's producers met (the brokers' client lines), else the old
+    # owner's first refusal of writes (a handover's close start); None: neither journaled
     refuse_seconds: float | None = None
     # the load's median ack latency on the moved partition before the request (None: not measured)
     ack_before_s: float | None = None

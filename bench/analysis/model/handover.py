@@ -64,9 +64,10 @@ def fit_client(move_s: np.ndarray, elect_s: np.ndarray, refuse_s: Sequence[float
                ack_s: Sequence[float | None] = (), producers: Sequence[int] = (), gaps: Sequence[float] = ()
                ) -> tuple[float, float, float | None, float | None, str] | None:
     """The client's part of handovers from their measured leader changes (``move_s``: without the
-    new owner's modelled open, which comes after its election), the old owner's measured first
-    refusals (``refuse_s``, request -> the close's start, where its journal says; the origin of the
-    client's leader queries), the load's median ack latency before each move (``ack_s``, where
+    new owner's modelled open, which comes after its election), the measured first refusals
+    (``refuse_s``: request -> the first refusal the producers met, else the close's start; the
+    origin of the client's leader queries: a producer with its request in flight at the close is
+    refused only when its next request arrives, after the close acks the one in flight), the load's median ack latency before each move (``ack_s``, where
     measured) and the producer clients writing to each moved partition with one's mean gap between
     sends to it (``producers``, ``gaps``; default one): the clients learn of the new owner at the
     first leader query after the election of any of them
@@ -97,7 +98,7 @@ def fit_client(move_s: np.ndarray, elect_s: np.ndarray, refuse_s: Sequence[float
     loads = (f", the loads' acks taking {ref:.3g} s (median before the moves, {len(acks)} of {lag.size}); a load "
              "acked slower or faster shifts it one for one" if ref is not None else "")
     note = (f"Fitted on request -> leader change; the client learns of the new owner at its first leader query "
-            f"after it, the queries starting at the old owner's first refusal (measured per move: median "
+            f"after it, the queries starting at the first refusal (measured per move: median "
             f"{origin:.3g} s after the request, {len(known)} of {lag.size} moves), and its first ack comes "
             f"{ack:.3g} s later (median{loads}; spread {float(extra.std()):.3g} s).")
     return origin, ack, se, ref, note
