@@ -296,6 +296,9 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
             mk = m.for_client(None, k, k / f.records_per_s if k and f.records_per_s > 0 else 0.0) if k else m
             mid = mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
             ok = m.efficiency * cap > f.ingest_bytes_per_s  # the WAL's uploads keep up with the ingest
+            outs = mk.client_outcomes(cap, hi_tail / 2)
+            if len(outs) > 1:  # the election falls near one of the client's queries: seen at it or one later
+                row["outcomes"] = outs
             row.update(seconds=mid, seconds_low=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=0.0) * (1 - band),
                        seconds_high=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail) * (1 + band),
                        producers=k or 1,
@@ -488,6 +491,10 @@ def render(e: dict[str, Any]) -> str:
         moved = mb(r["bytes"]) + (" (store)" if r.get("bytes_to") else "")
         lines.append(f"{name:<20} {reps:<18} {mb(r['size_bytes']):>12} {mb(r['ingest_bytes_per_s']) + '/s':>12} "
                      f"{moved:>12}  {secs(r)}" + (f"  NOT GAINING: {r['why']}" if not r["feasible"] else ""))
+        if r.get("outcomes"):
+            lines.append(f"{'':<20} the producers learn of the new owner at their leader query after its election: "
+                         + "; ".join(f"{o['seconds']:,.2f} s at the ~{o['query_s']:g} s query ({o['probability']:.0%})"
+                                     for o in r["outcomes"]) + "; the estimate is their mean")
     conc = "all at once" if e["concurrency"] is None else f"at most {e['concurrency']} per broker"
     if e["total_seconds"] is None:
         lines.append(f"total: cannot finish ({conc}): a move never catches up with its ingest")

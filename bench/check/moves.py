@@ -54,7 +54,7 @@ def _leader_at(leader_changes: list, tp: tuple[str, int], ts: float | None) -> A
 # What a move's record carries of the estimate made before it (summary moves, aggregate rows).
 ESTIMATE_FIELDS = ("estimate_seconds", "estimate_seconds_low", "estimate_seconds_high", "estimate_feasible",
                    "estimate_action_seconds", "estimate_model", "estimate_model_commit", "estimate_error_pct",
-                   "estimate_client_ack_seconds", "estimate_error")
+                   "estimate_client_ack_seconds", "estimate_outcomes", "estimate_error")
 
 
 def _estimates(v: HistoryView) -> dict[tuple[Any, tuple[str, int]], dict[str, Any]]:
@@ -76,7 +76,10 @@ def _estimates(v: HistoryView) -> dict[tuple[Any, tuple[str, int]], dict[str, An
                 "estimate_model_commit": (d.get("model") or {}).get("commit"),
                 # the producers' median ack the estimate waited after the leader query (a handover
                 # model's client part; None: the model's runs' own, or no client part)
-                "estimate_client_ack_seconds": d.get("client_ack_seconds")}
+                "estimate_client_ack_seconds": d.get("client_ack_seconds"),
+                # an election near one of the client's queries: the times at it and one interval
+                # later, with their chances (the estimate is their mean; None: one outcome)
+                "estimate_outcomes": r.get("outcomes")}
     return out
 
 

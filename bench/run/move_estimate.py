@@ -289,7 +289,7 @@ class RunEstimator:
             return {"error": out["error"]}
         e = out["e"]
         keep = ("topic", "partition", "seconds", "seconds_low", "seconds_high", "bytes", "feasible",
-                "size_bytes", "ingest_bytes_per_s", "cap_bytes_per_s")
+                "size_bytes", "ingest_bytes_per_s", "cap_bytes_per_s", "outcomes")
         return {"partitions": [{k: r.get(k) for k in keep} for r in e["partitions"]],
                 "total_seconds": e["total_seconds"], "feasible": e["feasible"], "model": e["model"],
                 "sample_seconds": e["sample_seconds"], "client_ack_seconds": e.get("client_ack_seconds")}

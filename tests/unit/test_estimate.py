@@ -113,6 +113,36 @@ def test_a_handovers_estimate_waits_one_ack_of_the_producers_now(tmp_path):
     assert three["seconds"] == pytest.approx(leader_query_at(elect, 0.01, 3, 3 / 200.0) + 0.12)
 
 
+def test_a_handover_elected_near_a_client_query_is_seen_at_it_or_one_interval_later(tmp_path):
+    """The producers' leader queries come at ~0.1, 0.3, 0.7 s after their first refusal, each
+    interval +-20 %: an election within the jitter of the 0.3 s query is seen at it or at the 0.7 s
+    one. The estimate lists both with their chances, and its point is their mean; an election clear
+    of any query has one outcome and no list."""
+    from bench.analysis.model.base import leader_query_at, leader_query_outcomes
+
+    src = est.load_model("shared", model_json(tmp_path, family="handover", system="shared", eff=1.0, fixed=0.05,
+                                              client_start_s=0.06, client_ack_s=0.2, client_ack_ref_s=0.2))
+    ho = est.Handover(upload_threshold_bytes=4.0 * MB, upload_interval_s=10)  # tail 2 MB: elected at 0.37 s
+    e = est.estimate([_facts(ingest=1 * MB)], src, est.Caps({1: 6.25 * MB}), handover=ho)
+    (p,) = e["partitions"]
+    late, early = p["outcomes"]  # the likelier first
+    assert (late["query_s"], early["query_s"]) == pytest.approx((0.7, 0.3))
+    assert late["probability"] + early["probability"] == pytest.approx(1.0, abs=0.02)
+    assert 0.3 < early["probability"] < 0.5 and early["seconds"] < late["seconds"] - 0.25
+    mean = late["probability"] * late["seconds"] + early["probability"] * early["seconds"]
+    assert p["seconds"] == pytest.approx(mean, abs=0.005)
+    assert "at the ~0.3 s query" in est.render(e) and "their mean" in est.render(e)
+    # clear of the queries' jitter: one outcome, no list
+    clear = est.estimate([_facts(ingest=1 * MB)], src, est.Caps({1: 6.25 * MB}),
+                         handover=est.Handover(upload_threshold_bytes=5.0 * MB, upload_interval_s=10))
+    assert "outcomes" not in clear["partitions"][0]
+    # the outcomes' mean is the expected query time the model predicts with
+    for t in (0.2, 0.36, 0.4, 0.9, 3.0):
+        outs = leader_query_outcomes(t, 0.06)
+        assert sum(p for _, p, _ in outs) == pytest.approx(1.0)
+        assert sum(p * q for _, p, q in outs) == pytest.approx(leader_query_at(t, 0.06), abs=0.002)
+
+
 def test_an_unthrottled_copy_needs_a_link_and_a_missing_model_says_what_to_run(tmp_path):
     src = est.load_model("replication", model_json(tmp_path, validated=False, impact=False))
     assert not src.validated and src.band_pct == 15.0 and "size check" in src.why_not_validated

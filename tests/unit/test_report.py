@@ -477,4 +477,12 @@ def test_the_estimates_table_sets_each_configurations_estimates_beside_its_moves
     configs = [{"config_key": "c", "config_label": "copy"}, {"config_key": "d", "config_label": "shared"}]
     (row,) = estimate_rows(moves, configs)  # d made no estimate: left out
     assert row[0] == "copy" and row[1] == 2
-    assert row[4:8] == ["-10.0 %", "20.0 % / 30.0 %", "1 of 2", "1 of 2"] and row[8] == "abcdef0123"
+    assert row[4:9] == ["-10.0 %", "20.0 % / 30.0 %", "1 of 2", "1 of 2", "1 of 2"] and row[9] == "abcdef0123"
+    # a handover estimated between its two outcomes (seen at a client query or one interval later):
+    # a move on the other outcome than the mean is near an outcome, not near the estimate
+    outs = '[{"probability": 0.7, "query_s": 0.7, "seconds": 1.0}, {"probability": 0.3, "query_s": 0.3, "seconds": 0.66}]'
+    ho = [{"config_key": "s", "move_seconds": ms, "estimate_seconds": 0.9, "estimate_seconds_low": 0.4,
+           "estimate_seconds_high": 2.0, "estimate_error_pct": 100 * (0.9 - ms) / ms, "estimate_model_commit": "abc",
+           "estimate_outcomes_json": outs} for ms in (0.98, 0.68, 0.5)]
+    (row,) = estimate_rows(ho, [{"config_key": "s", "config_label": "shared"}])
+    assert row[7:9] == ["1 of 3", "2 of 3"]

@@ -266,6 +266,8 @@ def move_rows(runs, move_keys, first_acks, gaps, bytes_by_action, latency=()) ->
             "estimate_seconds_high": sm.get("estimate_seconds_high"),
             "estimate_error_pct": estimate_error_pct(sm.get("estimate_seconds"), secs) if single else None,
             "estimate_model_commit": sm.get("estimate_model_commit"),
+            "estimate_outcomes_json": (json.dumps(sm["estimate_outcomes"], sort_keys=True)
+                                       if sm.get("estimate_outcomes") else None),
             "ack_p50_before_ms": acks_before.get((r.run_key, m["action_id"])),
             # its object-store requests by kind (null: not journaled; older summaries)
             **{f"objstore_{k}_requests": (sm.get("objstore_requests") or {}).get(k) for k in OBJSTORE_REQUEST_KINDS},

@@ -272,6 +272,20 @@ class MoveModel:
             out = replace(out, client_producers=int(producers), client_send_gap_s=float(gap_s or 0.0))
         return out
 
+    def client_outcomes(self, cap_bytes_per_s: float, tail_bytes: float | None = None,
+                        objects: float | None = None) -> list[dict[str, float]]:
+        """Where the clients learn of the new leader at their query after its election, the move's
+        time per query that may be the first after it (:func:`leader_query_outcomes`, the likeliest
+        first; ``query_s``: that query's time from the first refusal without jitter); :meth:`predict`
+        gives their mean. [] without a client part, or for several producers (the earliest of their
+        queries)."""
+        elect = getattr(self.kind, "elect_seconds", None)
+        if self.client_start_s is None or elect is None or self.client_producers > 1:
+            return []
+        after = (self.client_ack_s or 0.0) + self.open_per_object_s * float(objects or 0)
+        return [{"query_s": q, "probability": p, "seconds": t + after} for q, p, t in
+                leader_query_outcomes(elect(self, cap_bytes_per_s, tail_bytes), self.client_start_s, 0.02)]
+
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
         return self.predict_with_se(partition_bytes, cap_bytes_per_s, ingest_bytes_per_s, tail_bytes, objects)[0]
@@ -405,13 +419,20 @@ def _first_at_or_after(row: np.ndarray) -> np.ndarray:
     return row[np.minimum(np.searchsorted(row, _QUERY_GRID), row.size - 1)]
 
 
+def _query_draws() -> np.ndarray:
+    """One producer's jittered schedules: 8,000 draws of a fixed seed (the same everywhere)."""
+    global _QUERY_DRAWS
+    if _QUERY_DRAWS is None:
+        _QUERY_DRAWS = _schedules(np.random.default_rng(20261128), 8_000)
+    return _QUERY_DRAWS
+
+
 def _query_table() -> tuple[np.ndarray, np.ndarray]:
     """G(x) on a grid: the expected time of the first query at or after x seconds from the first
-    refusal, over the jitter (8,000 draws of a fixed seed: the same table everywhere, its mean
-    within ~1 ms)."""
+    refusal, over the jitter (:func:`_query_draws`: its mean within ~1 ms)."""
     global _QUERY_G
     if _QUERY_G is None:
-        draws = _schedules(np.random.default_rng(20261128), 8_000)
+        draws = _query_draws()
         g = np.zeros(_QUERY_GRID.size)
         for row in draws:
             g += _first_at_or_after(row)
@@ -419,7 +440,29 @@ def _query_table() -> tuple[np.ndarray, np.ndarray]:
     return _QUERY_G
 
 
+_QUERY_DRAWS: np.ndarray | None = None
 _QUERY_G: tuple[np.ndarray, np.ndarray] | None = None
+_QUERY_NOMINAL = np.cumsum(_QUERY_BASE)  # each query's time from the first refusal without jitter
+
+
+def leader_query_outcomes(t: float, start: float, min_p: float = 0.0) -> list[tuple[float, float, float]]:
+    """Which of one producer's leader queries is the first at or after a leader change at ``t``
+    (seconds after the request; the queries run from ``start``), over the retry jitter: per query,
+    (its time from the first refusal without jitter, its probability, its mean time after the
+    request), the likeliest first; those below ``min_p`` left out. An election near a query is
+    seen at it or one interval later: a bimodal wait whose mean :func:`leader_query_at` gives.
+    Beyond the table, or before any refusal, one outcome: :func:`leader_query_at`'s."""
+    x = t - start
+    if x <= 0 or x > _QUERY_TABLE_S:
+        return [(float("nan"), 1.0, leader_query_at(t, start))]
+    d = _query_draws()
+    idx = (d < x).sum(axis=1)  # each schedule's first query at or after x (its queries increase)
+    out = []
+    for i in np.unique(idx):
+        sel = idx == i
+        if sel.mean() >= min_p:
+            out.append((float(_QUERY_NOMINAL[i]), float(sel.mean()), start + float(d[sel, i].mean())))
+    return sorted(out, key=lambda o: -o[1])
 # Beyond the table: E[X^2] / (2 E[X]) for X = the 1 s interval x U(0.8, 1.2)
 _QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 / 3) / 2
 

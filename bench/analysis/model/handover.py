@@ -192,10 +192,14 @@ class HandoverFamily:
                          n_open, None, float(math.sqrt(((resid - c) ** 2).mean())), int(resid.size), runs, None,
                          assumptions, **client_fields(client))
 
+    def elect_seconds(self, m: MoveModel, cap: float, tail: float | None) -> float:
+        """Request -> the new owner's election (the server's part)."""
+        return m.fixed_s + float(tail or 0.0) / (m.efficiency * cap)
+
     def predict(self, m: MoveModel, b: float, cap: float, ingest: float, tail: float | None,
                 objects: float | None) -> tuple[float, np.ndarray | None]:
         tail = float(tail or 0.0)
-        t = m.fixed_s + tail / (m.efficiency * cap)  # request -> the new owner's election
+        t = self.elect_seconds(m, cap, tail)
         if m.client_start_s is not None:  # -> the clients' first query that names it, and its first ack
             t = leader_query_at(t, m.client_start_s, m.client_producers, m.client_send_gap_s) + (m.client_ack_s or 0.0)
         t += m.open_per_object_s * float(objects or 0)
