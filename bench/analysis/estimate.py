@@ -296,8 +296,8 @@ def estimate(facts: list[PartitionFacts], src: ModelSource, caps: Caps, concurre
             mk = m.for_client(None, k, k / f.records_per_s if k and f.records_per_s > 0 else 0.0) if k else m
             mid = mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail / 2)
             ok = m.efficiency * cap > f.ingest_bytes_per_s  # the WAL's uploads keep up with the ingest
-            outs = mk.client_outcomes(cap, hi_tail / 2)
-            if len(outs) > 1:  # the election falls near one of the client's queries: seen at it or one later
+            outs = mk.client_outcomes(cap, 0.0, hi_tail)
+            if len(outs) > 1:  # the election may fall on either side of one of the client's queries
                 row["outcomes"] = outs
             row.update(seconds=mid, seconds_low=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=0.0) * (1 - band),
                        seconds_high=mk.predict(f.size_bytes, cap, 0.0, tail_bytes=hi_tail) * (1 + band),
@@ -492,9 +492,12 @@ def render(e: dict[str, Any]) -> str:
         lines.append(f"{name:<20} {reps:<18} {mb(r['size_bytes']):>12} {mb(r['ingest_bytes_per_s']) + '/s':>12} "
                      f"{moved:>12}  {secs(r)}" + (f"  NOT GAINING: {r['why']}" if not r["feasible"] else ""))
         if r.get("outcomes"):
-            lines.append(f"{'':<20} the producers learn of the new owner at their leader query after its election: "
-                         + "; ".join(f"{o['seconds']:,.2f} s at the ~{o['query_s']:g} s query ({o['probability']:.0%})"
-                                     for o in r["outcomes"]) + "; the estimate is their mean")
+            lines.append(f"{'':<20} where it lands: the producers find the new owner at their first leader query "
+                         f"after its election; over any tail up to {mb(r['bytes_high'])} and their retry jitter: "
+                         + "; ".join(f"{o['seconds']:,.2f} s at the "
+                                     + ("1 s queries" if o["query_s"] is None else
+                                        f"~{o['query_s']:g} s query" if o["query_s"] else "first refusal")
+                                     + f" ({o['probability']:.0%})" for o in r["outcomes"]))
     conc = "all at once" if e["concurrency"] is None else f"at most {e['concurrency']} per broker"
     if e["total_seconds"] is None:
         lines.append(f"total: cannot finish ({conc}): a move never catches up with its ingest")

@@ -77,8 +77,8 @@ def _estimates(v: HistoryView) -> dict[tuple[Any, tuple[str, int]], dict[str, An
                 # the producers' median ack the estimate waited after the leader query (a handover
                 # model's client part; None: the model's runs' own, or no client part)
                 "estimate_client_ack_seconds": d.get("client_ack_seconds"),
-                # an election near one of the client's queries: the times at it and one interval
-                # later, with their chances (the estimate is their mean; None: one outcome)
+                # a handover: each client query it may land at, with the move's time there and
+                # its chance (None: one outcome)
                 "estimate_outcomes": r.get("outcomes")}
     return out
 

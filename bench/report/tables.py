@@ -122,8 +122,8 @@ ESTIMATE_NOTE = (
     "stored *before* this one (its commit in the last column; never the run's own moves). Error = (estimate - "
     "move_seconds) / move_seconds: + the estimate was long, - short. Band: the model's own error band, as "
     "--estimate prints it. Of an outcome: within 15 % of the estimate or of one of the times it listed (a "
-    "handover elected near one of the producers' leader queries is seen at that query or one interval "
-    "later; the estimate is their mean). Moves an action made alone only: a move of a drain or a rebalance counts from the "
+    "handover lands at the first of the producers' leader queries after its election: the estimate lists each "
+    "query the unknown tail and the retry jitter may make it, with its chance). Moves an action made alone only: a move of a drain or a rebalance counts from the "
     "action's request, its wait for a free slot included (summary.json's actions set the action's total "
     "estimate beside its time).")
 
@@ -134,7 +134,7 @@ ESTIMATE_HEAD = ["configuration", "moves estimated", "estimate s", "move_seconds
 
 def near_an_outcome(m: dict[str, Any]) -> bool:
     """The move took within 15 % of its estimate, or of one of the outcomes the estimate listed (a
-    handover elected near a client query: seen at that query or one interval later)."""
+    handover: each client query it may land at)."""
     outs = json.loads(m.get("estimate_outcomes_json") or "null") or []
     return abs(m["estimate_error_pct"]) <= 15 or any(
         abs(o["seconds"] - m["move_seconds"]) <= 0.15 * m["move_seconds"] for o in outs)

@@ -107,7 +107,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType]]] = {
         # move_seconds, + long / - short; the commit of the model it used (from earlier runs).
         ("estimate_seconds", F64), ("estimate_seconds_low", F64), ("estimate_seconds_high", F64),
         ("estimate_error_pct", F64), ("estimate_model_commit", STR),
-        ("estimate_outcomes_json", STR),  # a handover elected near a client query: both times, their chances
+        ("estimate_outcomes_json", STR),  # a handover: the client queries it may land at
         # The load's median ack latency on the moved partitions before the request (the latency
         # table's phase before): the handover model's client part moves with it.
         ("ack_p50_before_ms", F64),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -272,19 +272,22 @@ class MoveModel:
             out = replace(out, client_producers=int(producers), client_send_gap_s=float(gap_s or 0.0))
         return out
 
-    def client_outcomes(self, cap_bytes_per_s: float, tail_bytes: float | None = None,
+    def client_outcomes(self, cap_bytes_per_s: float, tail_low: float = 0.0, tail_high: float | None = None,
                         objects: float | None = None) -> list[dict[str, float]]:
         """Where the clients learn of the new leader at their query after its election, the move's
-        time per query that may be the first after it (:func:`leader_query_outcomes`, the likeliest
-        first; ``query_s``: that query's time from the first refusal without jitter); :meth:`predict`
-        gives their mean. [] without a client part, or for several producers (the earliest of their
-        queries)."""
+        time per query that may be the first after it, over the retry jitter and a tail anywhere in
+        [tail_low, tail_high] (a move requested at a random point of the upload cycle; one tail when
+        ``tail_high`` is None): :func:`leader_query_outcomes`, the likeliest first; ``query_s``: that
+        query's time from the first refusal without jitter. [] without a client part, or for several
+        producers (the earliest of their queries)."""
         elect = getattr(self.kind, "elect_seconds", None)
         if self.client_start_s is None or elect is None or self.client_producers > 1:
             return []
+        hi = tail_low if tail_high is None else tail_high
+        ts = [elect(self, cap_bytes_per_s, v) for v in np.linspace(tail_low, hi, 41 if hi > tail_low else 1)]
         after = (self.client_ack_s or 0.0) + self.open_per_object_s * float(objects or 0)
-        return [{"query_s": q, "probability": p, "seconds": t + after} for q, p, t in
-                leader_query_outcomes(elect(self, cap_bytes_per_s, tail_bytes), self.client_start_s, 0.02)]
+        return [{"query_s": None if q is None else round(q, 3), "probability": p, "seconds": t + after}
+                for q, p, t in leader_query_outcomes(ts, self.client_start_s, 0.02)]
 
     def predict(self, partition_bytes: float, cap_bytes_per_s: float, ingest_bytes_per_s: float = 0.0,
                 tail_bytes: float | None = None, objects: float | None = None) -> float:
@@ -445,24 +448,36 @@ _QUERY_G: tuple[np.ndarray, np.ndarray] | None = None
 _QUERY_NOMINAL = np.cumsum(_QUERY_BASE)  # each query's time from the first refusal without jitter
 
 
-def leader_query_outcomes(t: float, start: float, min_p: float = 0.0) -> list[tuple[float, float, float]]:
+def leader_query_outcomes(t: float | Sequence[float], start: float,
+                          min_p: float = 0.0) -> list[tuple[float | None, float, float]]:
     """Which of one producer's leader queries is the first at or after a leader change at ``t``
     (seconds after the request; the queries run from ``start``), over the retry jitter: per query,
     (its time from the first refusal without jitter, its probability, its mean time after the
-    request), the likeliest first; those below ``min_p`` left out. An election near a query is
+    request; 0: elected before the first refusal, seen at once; None: beyond the table), the
+    likeliest first; those below ``min_p`` left out. An election near a query is
     seen at it or one interval later: a bimodal wait whose mean :func:`leader_query_at` gives.
-    Beyond the table, or before any refusal, one outcome: :func:`leader_query_at`'s."""
-    x = t - start
-    if x <= 0 or x > _QUERY_TABLE_S:
-        return [(float("nan"), 1.0, leader_query_at(t, start))]
+    Several ``t``: elections equally likely at each (a spread of tails), pooled."""
     d = _query_draws()
-    idx = (d < x).sum(axis=1)  # each schedule's first query at or after x (its queries increase)
-    out = []
-    for i in np.unique(idx):
-        sel = idx == i
-        if sel.mean() >= min_p:
-            out.append((float(_QUERY_NOMINAL[i]), float(sel.mean()), start + float(d[sel, i].mean())))
+    chance: dict[float | None, float] = {}
+    total: dict[float | None, float] = {}
+    ts = [float(t)] if np.isscalar(t) else [float(v) for v in t]
+    for ti in ts:
+        x = ti - start
+        if x <= 0:  # elected before any refusal: no query needed
+            outs = [(0.0, 1.0, ti)]
+        elif x > _QUERY_TABLE_S:
+            outs = [(None, 1.0, leader_query_at(ti, start))]
+        else:
+            idx = (d < x).sum(axis=1)  # each schedule's first query at or after x (its queries increase)
+            outs = [(float(_QUERY_NOMINAL[i]), float((idx == i).mean()), start + float(d[idx == i, i].mean()))
+                    for i in np.unique(idx)]
+        for q, p, m in outs:
+            chance[q] = chance.get(q, 0.0) + p / len(ts)
+            total[q] = total.get(q, 0.0) + p * m / len(ts)
+    out = [(q, p, total[q] / p) for q, p in chance.items() if p >= min_p]
     return sorted(out, key=lambda o: -o[1])
+
+
 # Beyond the table: E[X^2] / (2 E[X]) for X = the 1 s interval x U(0.8, 1.2)
 _QUERY_RESIDUAL_S = LEADER_QUERY_BACKOFF_MAX_S * (1 + LEADER_QUERY_JITTER ** 2 / 3) / 2
 
