@@ -180,7 +180,7 @@ def run_metrics(s: dict[str, Any]) -> dict[str, Any]:
         # from before those times derive as they did)
         **({"elect_seconds": _median([m.get("elect_seconds") for m in moves]),
             "client_leader_query_seconds": _median([m.get("client_leader_query_seconds") for m in moves])}
-           if any("client_leader_query_seconds" in m for m in moves) else {}),
+           if any("elect_seconds" in m for m in moves) else {}),
     }
 
 
@@ -212,8 +212,8 @@ def collect_runs(sources: Iterable[Path | str]) -> dict[str, Any]:
                           "metrics": run_metrics(s), **({"moves": mv} if (mv := move_rows(s)) else {})})
     for c in configs.values():
         c["runs"].sort(key=lambda r: r["repetition"] or 0)
-        keys = list(c["runs"][0]["metrics"])
-        c["figures"] = {k: _spread(r["metrics"][k] for r in c["runs"]) for k in keys}
+        keys = list(dict.fromkeys(k for r in c["runs"] for k in r["metrics"]))  # a run may lack one (no such move)
+        c["figures"] = {k: _spread(r["metrics"].get(k) for r in c["runs"]) for k in keys}
         c["verdicts"] = {v: sum(r["verdict"] == v for r in c["runs"]) for v in ("pass", "fail", "unknown")}
     suites = [json.loads((Path(p) / "suite.json").read_text()) for p in sources if (Path(p) / "suite.json").is_file()]
     secs = [s["seconds"] for s in suites if _num(s.get("seconds"))]

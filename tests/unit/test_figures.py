@@ -382,3 +382,16 @@ def test_a_chaos_extract_counts_every_safety_check_per_seed_and_says_why_a_run_i
     assert fig.rederive("chaos", tmp_path / "m") == []
     manifest = fig.evidence.read_manifest(tmp_path / "m" / "bundles" / "chaos")
     assert "chaos-replication-seed1/T/scenario.yaml" in manifest["files"]  # each schedule replays from the bundle
+
+
+def test_a_figure_only_some_repetitions_have_is_pooled_over_those(tmp_path):
+    """A move the producers never saw refused has no leader query: that repetition lacks the
+    figure, the others still pool it (a real case: a copy move whose clients learned of the new
+    leader from their metadata poll)."""
+    for rep, query in [(1, 50.9), (2, None), (3, 51.5)]:
+        s = _summary(f"a__rep={rep}", 51.0, rep=rep)
+        s["moves"][0].update(elect_seconds=50.6, **({"client_leader_query_seconds": query} if query else {}))
+        _write(tmp_path / "sc" / "T1" / f"a__rep={rep}", s)
+    (a,) = fig.collect_runs([tmp_path])["configurations"]
+    assert a["figures"]["client_leader_query_seconds"] == {"median": 51.2, "min": 50.9, "max": 51.5, "n": 2}
+    assert a["figures"]["elect_seconds"]["n"] == 3
