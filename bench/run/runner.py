@@ -84,6 +84,8 @@ from bench.run.state import RunState
 from bench.run.move_estimate import EstimateFn, RunEstimator
 from bench.run.timeline import MOVE_GRACE_S, run_timeline
 from bench.scenario import Scenario, Topic, expand, get_path, split_repetition
+from workloads import clients as load_clients
+from workloads.clients.base import DriverError
 from systems.core.config import known as config_keys
 from bench.paths import ROOT
 
@@ -694,6 +696,13 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         base.mkdir(parents=True, exist_ok=True)
         (base / "runs.json").write_text(json.dumps({"scenario": scenario.name, "runs": [r for r, _ in runs]},
                                                    indent=2))
+    # A load library driven in its own process is built or installed on its first use; here, before
+    # any cluster starts, not inside a load's duration (a fresh machine's Go build outlasts a short load).
+    for lib in sorted({sc.workload.client_library for _, sc in runs}):
+        try:
+            load_clients.prepare(lib)
+        except DriverError as exc:
+            raise RunError(str(exc)) from None
     try:
         for n, (run_id, sc) in enumerate(runs, 1):
             run_dir = base if len(runs) == 1 else base / run_id

@@ -2,8 +2,9 @@
 workloads/clients/): each library's driver sends through the harness's runner to a real cluster,
 every send reaches the run's history with its outcome, the verifying read-back finds every acked
 one (the checkers), and a move's errors at the brokers and the client's Metadata requests are
-counted per move. kafka-python in ``make test``; kafkajs (npm) and sarama (Debian's Go) install
-or build on first use, so they are slow."""
+counted per move. All three are slow (``make test-slow``): whole runs, and kafkajs (npm) and sarama
+(Debian's Go) install or build on first use; kafka-python's client is in ``make test`` through
+tests/systems/test_core_clients.py."""
 from __future__ import annotations
 
 import pyarrow.compute as pc
@@ -49,6 +50,7 @@ def check_library(run_scenario, library: str) -> None:
     assert q is None or q in asked, m
 
 
+@pytest.mark.slow
 def test_kafka_python_produces_through_the_harness(run_scenario):
     check_library(run_scenario, "kafka-python")
 
@@ -77,3 +79,24 @@ def test_a_library_without_librdkafkas_features_is_refused_before_anything_runs(
     sc["system"]["client"] = {"security.protocol": "SSL"}
     with pytest.raises(ScenarioError, match="system.client"):
         parse_scenario(sc)
+
+
+def test_a_librarys_driver_is_built_before_any_cluster_starts_and_a_failed_build_stops_the_run(tmp_path, monkeypatch):
+    """kafkajs and sarama install or build on first use; a run does that before its cluster and its
+    load's clock start (a fresh machine's Go build outlasts a short load), and a build that cannot
+    be done is the run's error, before anything is started."""
+    from bench.run import runner
+    from bench.scenario.loading import parse_scenario
+    from workloads.clients.base import DriverError
+
+    asked = []
+
+    def prepare(library):
+        asked.append(library)
+        raise DriverError("building the sarama driver failed (exit 1); it needs Debian's golang-go")
+
+    monkeypatch.setattr(runner.load_clients, "prepare", prepare)
+    monkeypatch.setattr(runner, "Run", lambda *a, **k: pytest.fail("a run started before its driver was built"))
+    with pytest.raises(runner.RunError, match="golang-go"):
+        runner.run_scenario(parse_scenario(scenario("sarama")), results_root=tmp_path, progress=False)
+    assert asked == ["sarama"]

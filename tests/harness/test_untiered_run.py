@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.compute as pc
+import pytest
 
 from bench.history.names import EVENT_UNTIERED
 from bench.history.store import read_history
@@ -13,6 +14,7 @@ from bench.history.store import read_history
 MiB = 1 << 20
 
 
+@pytest.mark.slow  # a whole run; the rows it feeds: tests/unit/test_untiered.py
 def test_a_tiered_run_samples_each_leader_s_untiered_tail(run_scenario):
     [(run_dir, s)] = run_scenario({
         "name": "untiered-sample",

@@ -34,4 +34,14 @@ def open_driver(library: str, conf: DriverConfig) -> Driver:
     raise ValueError(f"unknown client library {library!r}: one of {', '.join(LIBRARIES)}")
 
 
-__all__ = ["LIBRARIES", "DEFAULT_LIBRARY", "Delivery", "Driver", "DriverConfig", "open_driver"]
+def prepare(library: str) -> None:
+    """Build or install ``library``'s driver if this machine does not have it yet (kafkajs: npm ci;
+    sarama: a Go build), so a run can do it before its load's clock starts; nothing for the
+    in-process librdkafka. Raises DriverError saying what is missing."""
+    if library != "librdkafka" and library in LIBRARIES:
+        from workloads.clients.process import command
+
+        command(library)
+
+
+__all__ = ["LIBRARIES", "DEFAULT_LIBRARY", "Delivery", "Driver", "DriverConfig", "open_driver", "prepare"]
