@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The whole suite but the benchmarks, folder by folder (tests/conftest.py orders them): tests/unit
-# (nothing started: about a minute, so a broken build fails early), tests/systems (brokers and
+# (nothing started: about two minutes, so a broken build fails early), tests/systems (brokers and
 # clusters), tests/harness (scenario runs, CLI, Locust, Spark). One folder: pytest tests/unit.
 # The 15 slowest tests are listed at the end. More pytest options: make test ARGS="-k shared -x"
 test: $(STAMP)
@@ -23,7 +23,7 @@ test: $(STAMP)
 
 # The long integration runs (marked slow: faults, fuzzing, a 1 GiB move, isolation, consumer groups
 # across a kill, object-store latency, the snapshot handoff killed at each step); .ci/run runs them
-# after make test. About 11 minutes.
+# after make test. About 23 minutes on 2 cores.
 .PHONY: test-slow
 test-slow: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q --durations=15 -m slow $(ARGS)

@@ -41,6 +41,7 @@ def sends_by_worker(run_dir: Path) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow  # a whole run with two worker processes, as its sibling below
 def test_two_workers_share_the_load_at_its_rate(run_scenario):
     [(run_dir, s)] = run_scenario(scenario("load-workers", 10))
     c = s["checks"]

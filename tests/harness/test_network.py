@@ -97,6 +97,7 @@ def test_replication_produce_is_capped_by_the_link(tmp_path):
     assert _leftovers(d) == []
 
 
+@pytest.mark.slow  # a shared cluster with its object store behind a link; the runs on links above stay
 def test_shared_object_store_in_its_namespace(tmp_path):
     d = str(tmp_path / "c")
     c = Cluster("shared", 2, d, dict(FAST), link_rate="200mbit", object_store_link_rate="100mbit")

@@ -128,7 +128,8 @@ def test_how_a_run_ended_in_words():
     assert how_it_ended(ValueError("bad offset 3\nmore")) == "crashed: ValueError: bad offset 3"
 
 
-@pytest.mark.parametrize("sig, during", [("SIGINT", "load"), ("SIGTERM", "prefill")])
+@pytest.mark.parametrize("sig, during", [("SIGINT", "load"),
+                                         pytest.param("SIGTERM", "prefill", marks=pytest.mark.slow)])
 def test_a_stopped_run_is_recorded_and_listed(tmp_path, sig, during):
     """A real `bench run` stopped with SIGINT (Ctrl-C) once its cluster is up, or with SIGTERM
     while its prefill waits for acks (20,000 batches of one 1 KB record into the shared system:
