@@ -686,6 +686,13 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
     ``estimates``: what estimates each move before its request (bench/analysis/estimate.py
     RunModels; None: no estimates)."""
     runs = expand(scenario)
+    # A load library driven in its own process is built or installed on its first use; here, before
+    # anything is written or started, not inside a load's duration (a fresh Go build outlasts a short load).
+    for lib in sorted({sc.workload.client_library for _, sc in runs}):
+        try:
+            load_clients.prepare(lib)
+        except DriverError as exc:
+            raise RunError(str(exc)) from None
     base = Path(out_dir) if out_dir is not None else Path(results_root) / scenario.name / timestamp()
     if base.exists() and any(base.iterdir()):
         raise RunError(f"{base} already exists")
@@ -696,13 +703,6 @@ def run_scenario(scenario: Scenario, *, results_root: Path | str = DEFAULT_RESUL
         base.mkdir(parents=True, exist_ok=True)
         (base / "runs.json").write_text(json.dumps({"scenario": scenario.name, "runs": [r for r, _ in runs]},
                                                    indent=2))
-    # A load library driven in its own process is built or installed on its first use; here, before
-    # any cluster starts, not inside a load's duration (a fresh machine's Go build outlasts a short load).
-    for lib in sorted({sc.workload.client_library for _, sc in runs}):
-        try:
-            load_clients.prepare(lib)
-        except DriverError as exc:
-            raise RunError(str(exc)) from None
     try:
         for n, (run_id, sc) in enumerate(runs, 1):
             run_dir = base if len(runs) == 1 else base / run_id

@@ -457,23 +457,29 @@ def leader_query_outcomes(t: float | Sequence[float], start: float,
     likeliest first; those below ``min_p`` left out. An election near a query is
     seen at it or one interval later: a bimodal wait whose mean :func:`leader_query_at` gives.
     Several ``t``: elections equally likely at each (a spread of tails), pooled."""
-    d = _query_draws()
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    x = ts - start
     chance: dict[float | None, float] = {}
-    total: dict[float | None, float] = {}
-    ts = [float(t)] if np.isscalar(t) else [float(v) for v in t]
-    for ti in ts:
-        x = ti - start
-        if x <= 0:  # elected before any refusal: no query needed
-            outs = [(0.0, 1.0, ti)]
-        elif x > _QUERY_TABLE_S:
-            outs = [(None, 1.0, leader_query_at(ti, start))]
-        else:
-            idx = (d < x).sum(axis=1)  # each schedule's first query at or after x (its queries increase)
-            outs = [(float(_QUERY_NOMINAL[i]), float((idx == i).mean()), start + float(d[idx == i, i].mean()))
-                    for i in np.unique(idx)]
-        for q, p, m in outs:
-            chance[q] = chance.get(q, 0.0) + p / len(ts)
-            total[q] = total.get(q, 0.0) + p * m / len(ts)
+    total: dict[float | None, float] = {}  # each outcome's chance x its mean time, summed over ts
+
+    def add(q: float | None, p: float, m: float) -> None:
+        chance[q] = chance.get(q, 0.0) + p / ts.size
+        total[q] = total.get(q, 0.0) + p * m / ts.size
+
+    for ti in ts[x <= 0]:  # elected before any refusal: no query needed
+        add(0.0, 1.0, float(ti))
+    for ti in ts[x > _QUERY_TABLE_S]:
+        add(None, 1.0, leader_query_at(float(ti), start))
+    xs = x[(x > 0) & (x <= _QUERY_TABLE_S)]
+    if xs.size:
+        d = _query_draws()
+        d = d[:, :int(np.searchsorted(d.min(axis=0), xs.max())) + 1]  # the queries that can be first
+        idx = (d[:, :, None] < xs).sum(axis=1)  # per schedule and x: its first query at or after x
+        for i in range(int(idx.min()), int(idx.max()) + 1):
+            hit = idx == i
+            if hit.any():
+                add(float(_QUERY_NOMINAL[i]), float(hit.sum()) / d.shape[0],
+                    start + float((d[:, i, None] * hit).sum()) / float(hit.sum()))
     out = [(q, p, total[q] / p) for q, p in chance.items() if p >= min_p]
     return sorted(out, key=lambda o: -o[1])
 
