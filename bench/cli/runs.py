@@ -35,7 +35,7 @@ def run_estimates(results: str | Path):
 
 
 def sigterm_as_interrupt() -> None:
-    """SIGTERM and SIGHUP stop a run as Ctrl-C does (cleanup, summary; recorded as
+    """Ctrl-C, SIGTERM and SIGHUP stop a run (cleanup, summary; recorded as
     ``interrupted: SIGTERM``): bench.run.ending.stop_on_signals."""
     from bench.run.ending import stop_on_signals
 
@@ -77,7 +77,12 @@ def cmd_run(args) -> int:
     from bench.check.summary import print_comparison
 
     print_comparison([(str(d), s) for d, s in results], title=f"{sc.name}")
-    return 1 if any(s["checks"]["valid"] is False for _, s in results) else 0
+    crashed = [str(d) for d, s in results if s.get("error")]
+    if crashed:
+        print(f"{len(crashed)} of {len(results)} run(s) crashed (their summaries say why): {', '.join(crashed)}",
+              file=sys.stderr)
+    # exit 1 when a check failed or a run crashed; a stop signal exits 128 + its number (bench/cli/__init__.py)
+    return 1 if crashed or any(s["checks"]["valid"] is False for _, s in results) else 0
 
 
 def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:

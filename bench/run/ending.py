@@ -25,14 +25,32 @@ RUNNER_FILE = "runner.json"
 COMPLETED = "completed"
 
 
-def stop_on_signals(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
-    """SIGTERM and SIGHUP (the terminal closed) stop a run as Ctrl-C does: cleanup runs, the
-    summary is written, and the run is recorded as ``interrupted: SIGTERM`` (or SIGHUP)."""
+# The stop signal this process received, if any (its name): see as_interrupt.
+_received: str | None = None
+
+
+def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop a run: cleanup runs, the summary is
+    written, and the run is recorded as ``interrupted: SIGTERM`` (or SIGINT, SIGHUP)."""
     def handler(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)  # its argument: the signal's name
+        global _received
+        _received = signal.Signals(signum).name
+        raise KeyboardInterrupt(_received)  # its argument: the signal's name
 
     for s in signals:
         signal.signal(s, handler)
+
+
+def as_interrupt(exc: BaseException) -> BaseException:
+    """The exception a run stopped with, as the stop signal it was once one arrived. A handler's
+    KeyboardInterrupt raised inside a C extension's call can come out as that library's own error
+    (confluent_kafka's produce() reported "expected header key to be unicode string" for a SIGTERM
+    during a prefill): a run stopped by a signal is recorded and exits as that signal all the same."""
+    if _received is None or isinstance(exc, KeyboardInterrupt):
+        return exc
+    interrupt = KeyboardInterrupt(_received)
+    interrupt.__cause__ = exc
+    return interrupt
 
 
 def how_it_ended(exc: BaseException | None) -> str:

@@ -243,7 +243,7 @@ class Run:
         try:
             self._run_body()
         except BaseException as exc:  # KeyboardInterrupt included: clean up, then re-raise
-            error = exc
+            error = exc = ending.as_interrupt(exc)
             self.state.stop.set()
             ended = ending.record_end(self.dir, exc)  # first: a second Ctrl-C in the teardown cannot lose it
             try:

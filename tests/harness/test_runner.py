@@ -128,6 +128,34 @@ def test_how_a_run_ended_in_words():
     assert how_it_ended(ValueError("bad offset 3\nmore")) == "crashed: ValueError: bad offset 3"
 
 
+def test_a_signal_a_library_turned_into_its_own_error_still_ends_the_run_as_that_signal(monkeypatch):
+    """SIGTERM during a prefill came out of confluent_kafka's produce() as "expected header key to be
+    unicode string" (CI, 428075f): the run was recorded as crashed, the next run started, and
+    `bench run` exited 0. Once a stop signal arrived, whatever a run stops with is that signal."""
+    import signal
+
+    from bench.run import ending
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(ending, "_received", None)
+    assert isinstance(ending.as_interrupt(ValueError("no signal yet")), ValueError)
+    try:
+        ending.stop_on_signals()
+        try:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises at the next bytecode, long before this ends
+            except KeyboardInterrupt:  # a library's C code replacing the exception with its own
+                raise TypeError("expected header key to be unicode string") from None
+        except TypeError as exc:
+            stopped = ending.as_interrupt(exc)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert isinstance(stopped, KeyboardInterrupt) and isinstance(stopped.__cause__, TypeError)
+    assert ending.how_it_ended(stopped) == "interrupted: SIGTERM"
+
+
 @pytest.mark.parametrize("sig, during", [("SIGINT", "load"),
                                          pytest.param("SIGTERM", "prefill", marks=pytest.mark.slow)])
 def test_a_stopped_run_is_recorded_and_listed(tmp_path, sig, during):
