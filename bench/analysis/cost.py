@@ -6,11 +6,13 @@ Zones: see ZONES_NOTE.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from bench.analysis.model import family_of
@@ -113,6 +115,8 @@ def cost_by_config(prices: Prices, moves: list[dict[str, Any]]) -> dict[str, dic
             "inter_broker_bytes": _median([float(m["bytes_moved_inter_broker"]) for m in ms]),
             "objstore_bytes": _median([float(m.get("bytes_moved_objstore") or 0) for m in ms]),
             "requests": {k: _median([float(requests_of(m)[k]) for m in ms]) for k in OBJSTORE_REQUEST_KINDS},
+            # each move's (bytes to/from object storage, requests): a close's PUTs grow with the tail it uploads
+            "points": [(float(m.get("bytes_moved_objstore") or 0), requests_of(m)) for m in ms],
             "transfer": _median([c["transfer"] for c in costs]),
             "requests_cost": _median([c["requests"] for c in costs]),
             "total": _median([c["total"] for c in costs]),
@@ -121,13 +125,42 @@ def cost_by_config(prices: Prices, moves: list[dict[str, Any]]) -> dict[str, dic
     return out
 
 
+def requests_at(points: list[tuple[float, dict[str, Any]]], tail: float) -> tuple[dict[str, float], str] | None:
+    """Each request kind per move for a move uploading ``tail`` bytes, where the measured moves show
+    a kind growing with the bytes they sent to object storage (a close uploads its tail in parts, one
+    PUT each): the line a + b x bytes fitted on them, its slope two standard errors from 0; the
+    other kinds at their median. With what it rests on in words; None where no kind grows."""
+    x = np.array([b for b, _ in points], dtype=float)
+    if len(x) < 3 or np.ptp(x) <= 0:
+        return None
+    out: dict[str, float] = {}
+    grows = []
+    for k in OBJSTORE_REQUEST_KINDS:
+        y = np.array([float(r[k]) for _, r in points])
+        b, a = np.polyfit(x, y, 1)
+        res = y - (a + b * x)
+        se = math.sqrt(float(res @ res) / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
+        if b > 2 * se:
+            out[k] = float(max(0.0, a + b * tail))
+            grows.append(f"{k.upper()} {a:.2g} + 1 per {1 / b / 1e6:.3g} MB")
+        else:
+            out[k] = float(np.median(y))
+    if not grows:
+        return None
+    beyond = tail / float(x.max())
+    return out, (f"{', '.join(grows)} to object storage (fitted on {len(x)} moves up to {x.max() / 1e6:.3g} MB); "
+                 f"the case's tail {tail / 1e6:,.0f} MB" + (f": {beyond:.3g}x beyond them" if beyond > 1 else ""))
+
+
 def headline_costs(prices: Prices, headline: list[dict[str, Any]], measured: dict[str, dict[str, Any]]
                    ) -> list[dict[str, Any]]:
     """The headline cases priced. A family that copies (replication, tiered) sends the case's
     projected bytes between brokers, known only where its time is validated; a family that opens
     objects (shared) sends none, and its requests per move are the measured median of that system's
-    moves (a close and an open make a fixed few whatever the partition's size: its objects are
-    referenced, not copied), times the case's moves. A case the network cannot carry has no cost."""
+    moves (an open makes a fixed few whatever the partition's size: its objects are referenced, not
+    copied), except a kind that grows with the tail the close uploads (PUTs, one per upload part):
+    that one at the case's tail (:func:`requests_at`, saying how far beyond the measured tails);
+    times the case's moves. A case the network cannot carry has no cost."""
     per_system: dict[str, list[dict[str, Any]]] = {}
     for c in measured.values():
         per_system.setdefault(c["system"], []).append(c)
@@ -138,6 +171,12 @@ def headline_costs(prices: Prices, headline: list[dict[str, Any]], measured: dic
         copies = fam is None or not fam.opens_objects
         per_move = ({k: statistics.median([c["requests"][k] for c in ms]) for k in OBJSTORE_REQUEST_KINDS}
                     if ms else None)
+        tail = ((h.get("validity") or {}).get("tail") or {}).get("projected")
+        basis = None
+        if per_move is not None and not copies and tail is not None:
+            fitted = requests_at([pt for c in ms for pt in c.get("points", ())], float(tail))
+            if fitted is not None:
+                per_move, basis = fitted
         n = h.get("moves")
         reqs = {k: v * n for k, v in per_move.items()} if per_move is not None and n else None
         ib = h.get("bytes_moved") if copies else 0.0
@@ -152,6 +191,7 @@ def headline_costs(prices: Prices, headline: list[dict[str, Any]], measured: dic
             why = "its bytes between brokers follow its time, which is not validated"
         row = {"case": h.get("case"), "system": h["system"], "link_gbit_s": h.get("link_gbit_s"),
                "status": h.get("status"), "moves": n, "inter_broker_bytes": ib, "requests": reqs,
+               "requests_basis": basis,
                "basis_moves": sum(c["moves"] for c in ms) if ms else 0, "why": why}
         c = move_cost(prices, ib, reqs) if why is None else {"transfer": None, "requests": None, "total": None}
         row.update(transfer=c["transfer"], requests_cost=c["requests"], total=c["total"])

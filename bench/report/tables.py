@@ -180,11 +180,13 @@ HEADLINE_COST_TITLE = "What the headline cases cost"
 
 HEADLINE_COST_NOTE = ("Each headline case priced with the table above: a copying system's projected bytes between "
                       "brokers (known only where the case's time is validated), the object-store requests per move "
-                      "measured on that system's moves (the median of the configurations above) times the case's "
-                      "moves (the cluster case's simulated moves). A case the network cannot carry is not priced.")
+                      "measured on that system's moves (the median of the configurations above; a kind that grows "
+                      "with the tail a close uploads, PUTs one per upload part, at the case's tail, fitted on the "
+                      "moves and said how far beyond them) times the case's moves (the cluster case's simulated "
+                      "moves). A case the network cannot carry is not priced.")
 
 HEADLINE_COST_HEAD = ["case", "system", "link", "moves", "bytes between brokers",
-                      "requests PUT / GET / LIST / HEAD / DELETE", "cost", "why not priced"]
+                      "requests PUT / GET / LIST / HEAD / DELETE", "cost", "requests rest on / why not priced"]
 
 
 def cost_note(prices: cost.Prices) -> str:
@@ -195,7 +197,7 @@ def cost_note(prices: cost.Prices) -> str:
             f"{cost.ZONES_NOTE} "
             f"Prices: {prices.cross_zone_per_gb:g} {prices.currency} per GB crossing a zone; per 1,000 requests "
             + ", ".join(f"{k.upper()} {v:g}" for k, v in prices.requests_per_1000.items())
-            + f". {prices.note} The headline cases below are priced from the same medians. Not in these "
+            + f". {prices.note} The headline cases below are priced from the same moves. Not in these "
             "figures: storage held during the move (GB-months), and an SDK call's own retries (each call "
             "counts once). A close's flush of the WAL to object storage counts as the move's, although the "
             "next upload round would have made it anyway.")
@@ -225,7 +227,8 @@ def headline_cost_rows(prices: cost.Prices, moves: list[dict[str, Any]], headlin
     rows = cost.headline_costs(prices, headline, cost.cost_by_config(prices, moves))
     return [[r["case"], r["system"], f"{r['link_gbit_s']:g} Gbit/s", fmt_num(r["moves"]),
              format_bytes(r["inter_broker_bytes"]) if r["inter_broker_bytes"] is not None else MISSING,
-             _reqs(r["requests"]), _money(r["total"], prices.currency), r["why"] or ""] for r in rows]
+             _reqs(r["requests"]), _money(r["total"], prices.currency), r["why"] or r["requests_basis"] or ""]
+            for r in rows]
 
 
 CONSUMERS_TITLE = "Consumers across moves and faults"

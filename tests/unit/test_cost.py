@@ -2,6 +2,8 @@
 configuration and the headline cases, and the request kinds the brokers' S3 client counts."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench.analysis import cost
@@ -101,3 +103,25 @@ def test_headline_cases_priced_only_where_the_network_carries_them():
     assert rows[3]["total"] is None and "not validated" in rows[3]["why"]
     assert rows[4]["total"] == pytest.approx(8.2e12 / 1e9 * 0.02)  # 8.2 TB across a zone: 164 USD
     assert rows[5]["total"] is None and "journaled its requests" in rows[5]["why"]  # no tiered move measured
+
+
+def test_a_shared_case_pays_the_puts_of_its_tail_and_says_how_far_beyond_the_measured_tails():
+    """A close uploads its tail in parts, one PUT each (make bench at 8691430: 2, 4 and 10 PUTs for
+    4, 16 and 64 MiB tails): a headline case with a 512 MiB tail is not priced at the small tails'
+    median of 2 PUTs, and the row says the fit's reach."""
+    p = cost.load_prices()
+    part = 8 * 2**20
+    moves = [{**_move("up", "shared", 0.0, 1 + math.ceil(t / part)), "bytes_moved_objstore": t, "objstore_get_requests": 1}
+             for t in (0.5e6, 0.6e6, 0.5e6, 4.2e6, 4.2e6, 16.8e6, 16.8e6, 67.2e6, 67.3e6)]
+    measured = cost.cost_by_config(p, moves)
+    tail = 512 * 2**20
+    big, none = cost.headline_costs(p, [
+        {"case": "partition", "system": "shared", "link_gbit_s": 10, "status": "not validated", "bytes_moved": None,
+         "moves": 1, "validity": {"tail": {"projected": tail}}},
+        {"case": "partition", "system": "shared", "link_gbit_s": 10, "status": "not validated", "bytes_moved": None,
+         "moves": 1}], measured)
+    assert none["requests"]["put"] == 2 and none["requests_basis"] is None  # no tail known: the median
+    assert 1 + tail / part * 0.8 < big["requests"]["put"] < 1 + tail / part * 1.25, big  # ~65 PUTs
+    assert big["requests"]["get"] == 1  # the open's reads do not grow with the tail
+    assert "PUT" in big["requests_basis"] and "7.98x beyond them" in big["requests_basis"], big["requests_basis"]
+    assert big["total"] == pytest.approx(big["requests"]["put"] * 0.005 / 1000 + 0.0004 / 1000)
