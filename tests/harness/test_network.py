@@ -168,6 +168,8 @@ def test_clean_after_kill9_of_the_harness(tmp_path):
     assert clean(d) == []
 
 
+@pytest.mark.slow  # make test keeps the link's cap on a cluster (test_replication_produce_is_capped_by_the_link);
+# make bench runs every calibrate move on links
 def test_scenario_run_on_links(run_scenario):
     """A scenario with `network: {link_rate: 100mbit}` through the real runner: brokers on their
     namespace addresses, the copy of a moved partition visible on the target broker's link and
